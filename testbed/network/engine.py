@@ -1,0 +1,336 @@
+"""The network engine: realise a topology as namespaces, veths, bridges and tc, via pyroute2.
+
+Network(topo) is a context manager. On entry it creates, in this order, each recorded in the
+run registry (testbed.network.state) and pushed on an ExitStack:
+
+    one namespace per node   "<prefix>-<node>" (hosts AND switches; loopback up)
+    one bridge per switch    named after the switch, inside the switch's namespace
+    one veth pair per link   "<node>-eth<port>" at each end, created directly in the end
+                             namespaces (nothing of ours ever sits in the host namespace)
+    addresses                one per host, in 10.0.0.0/16 (a single layer-2 domain)
+    tc on fibre ends         htb rate + netem delay/jitter/loss/limit (testbed.network.tc)
+    per-host sysctls         TCP buffers >= 2 x BDP of the longest fibre, congestion control,
+                             no cached TCP metrics between connections
+
+On exit (also after an exception or Ctrl-C) the stack unwinds in reverse: callbacks pushed
+later by services run first, then the namespaces are deleted, which destroys every link,
+bridge and qdisc inside them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from mininet.topo import Topo
+from pyroute2 import IPRoute, netns
+from pyroute2.netlink.exceptions import NetlinkError
+
+from testbed.errors import KernelError, SpecError
+from testbed.network import state as state_mod
+from testbed.network import tc
+from testbed.spec import FibreSpec
+from testbed.topology import interface_name
+
+log = logging.getLogger(__name__)
+
+NETNS_DIR = Path("/run/netns")
+DEFAULT_CONGESTION = "cubic"
+
+
+class Network:
+    """A running topology. Use as `with Network(topo) as net: ...`."""
+
+    def __init__(self, topo: Topo, *, prefix: str | None = None,
+                 congestion: str = DEFAULT_CONGESTION) -> None:
+        self.topo = topo
+        self.prefix = prefix or state_mod.new_prefix()
+        if not state_mod.PREFIX_RE.match(self.prefix):
+            raise SpecError(f"run prefix {self.prefix!r}: expected 'tb' and 4 hex digits")
+        self.congestion = congestion
+        self.state = state_mod.RunState(self.prefix)
+        self._stack = ExitStack()
+        self._iprs: dict[str, IPRoute] = {}
+        self._fibres: dict[tuple[str, str], FibreSpec] = {}
+        self._ends: dict[tuple[str, str], tuple[str, str]] = {}
+        self.started = False
+
+    # --- naming ---------------------------------------------------------------------------
+    def namespace(self, node: str) -> str:
+        if node not in self.topo.g.node:
+            raise SpecError(f"unknown node {node!r}")
+        return f"{self.prefix}-{node}"
+
+    def netns_path(self, node: str) -> str:
+        return str(NETNS_DIR / self.namespace(node))
+
+    def address(self, node: str) -> str:
+        ip = self.topo.nodeInfo(node).get("ip")
+        if not ip:
+            raise SpecError(f"node {node!r} has no address (is it a switch?)")
+        return str(ip).split("/")[0]
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self.topo.hosts(sort=True))
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def __enter__(self) -> Network:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Build everything; on any failure undo what was built and re-raise."""
+        if self.started:
+            return
+        self._check_names()
+        t0 = time.monotonic()
+        self.state.save()
+        self._stack.callback(self.state.discard)
+        try:
+            self._build()
+        except BaseException:
+            self.stop()
+            raise
+        self.started = True
+        log.info("network %s up in %.2f s", self.prefix, time.monotonic() - t0)
+
+    def stop(self) -> None:
+        """Tear down in reverse order of creation. Safe to call twice."""
+        self._stack.close()
+        self.started = False
+
+    def callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Run `fn` at teardown, before anything created earlier is removed."""
+        self._stack.callback(fn, *args, **kwargs)
+
+    def enter(self, cm: Any) -> Any:
+        """Enter a context manager whose exit runs at teardown (services use this)."""
+        return self._stack.enter_context(cm)
+
+    # --- building ---------------------------------------------------------------------------
+    def _check_names(self) -> None:
+        for a, b, info in self.topo.links(withInfo=True):
+            for node, port in ((info["node1"], info["port1"]), (info["node2"], info["port2"])):
+                name = interface_name(node, port)
+                if len(name) > 15:
+                    raise SpecError(f"interface {name!r} exceeds 15 characters; "
+                                    f"shorten node {node!r}")
+
+    def _build(self) -> None:
+        nodes = list(self.topo.hosts(sort=True)) + list(self.topo.switches(sort=True))
+        for node in nodes:
+            self._create_namespace(node)
+        for sw in self.topo.switches(sort=True):
+            self._create_bridge(sw)
+        buffer_bytes = 0
+        for _, _, info in self.topo.links(sort=True, withInfo=True):
+            self._create_link(info)
+            fibre = info.get("fibre")
+            if fibre is not None:
+                buffer_bytes = max(buffer_bytes, fibre.tcp_buffer_bytes())
+        for host in self.topo.hosts(sort=True):
+            self._configure_host(host, buffer_bytes)
+
+    def _create_namespace(self, node: str) -> None:
+        name = self.namespace(node)
+        if (NETNS_DIR / name).exists():
+            raise KernelError(f"namespace {name} already exists (a leftover? try `testbed clean`)")
+        try:
+            netns.create(name)
+        except OSError as exc:
+            raise KernelError(f"cannot create namespace {name}: {exc}") from None
+        self.state.add_namespace(name)
+        self._stack.callback(self._remove_namespace, name)
+        ipr = IPRoute(netns=name)
+        self._iprs[node] = ipr
+        self._stack.callback(ipr.close)
+        lo = ipr.link_lookup(ifname="lo")
+        ipr.link("set", index=lo[0], state="up")
+
+    def _remove_namespace(self, name: str) -> None:
+        try:
+            netns.remove(name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not remove namespace %s: %s", name, exc)
+
+    def _create_bridge(self, sw: str) -> None:
+        ipr = self._iprs[sw]
+        try:
+            ipr.link("add", ifname=sw, kind="bridge", br_stp_state=0, br_forward_delay=0)
+        except NetlinkError as exc:
+            raise KernelError(f"cannot create bridge {sw} in {self.namespace(sw)}: {exc}") from None
+        ipr.link("set", index=ipr.link_lookup(ifname=sw)[0], state="up")
+
+    def _create_link(self, info: dict[str, Any]) -> None:
+        a, b = info["node1"], info["node2"]
+        ia, ib = interface_name(a, info["port1"]), interface_name(b, info["port2"])
+        fibre: FibreSpec | None = info.get("fibre")
+        mtu = fibre.mtu if fibre else int(info.get("mtu", 1500))
+        ipr_a, ipr_b = self._iprs[a], self._iprs[b]
+        try:
+            ipr_a.link("add", ifname=ia, kind="veth", mtu=mtu,
+                       peer={"ifname": ib, "net_ns_fd": self.namespace(b), "mtu": mtu})
+        except NetlinkError as exc:
+            raise KernelError(f"cannot create veth {ia}<->{ib}: {exc}") from None
+        for node, ipr, ifname in ((a, ipr_a, ia), (b, ipr_b, ib)):
+            idx = ipr.link_lookup(ifname=ifname)[0]
+            if self.topo.isSwitch(node):
+                bridge = ipr.link_lookup(ifname=node)[0]
+                ipr.link("set", index=idx, master=bridge)
+            ipr.link("set", index=idx, state="up")
+        if fibre is not None:
+            self._fibres[(a, b)] = fibre
+            self._ends[(a, b)] = (ia, ib)
+            self._apply_fibre(a, b, fibre, initial=True)
+
+    def _configure_host(self, host: str, buffer_bytes: int) -> None:
+        ipr = self._iprs[host]
+        ip = self.topo.nodeInfo(host).get("ip")
+        intfs = [l for l in ipr.get_links() if l.get_attr("IFLA_IFNAME") != "lo"]
+        if ip and intfs:
+            addr, _, plen = str(ip).partition("/")
+            ipr.addr("add", index=intfs[0]["index"], address=addr, prefixlen=int(plen or 8))
+        sysctls = {
+            "net/ipv4/tcp_congestion_control": self.congestion,
+            "net/ipv4/tcp_no_metrics_save": "1",
+        }
+        if buffer_bytes:
+            sysctls.update({
+                "net/ipv4/tcp_rmem": f"4096 131072 {buffer_bytes}",
+                "net/ipv4/tcp_wmem": f"4096 16384 {buffer_bytes}",
+                "net/core/rmem_max": str(buffer_bytes),
+                "net/core/wmem_max": str(buffer_bytes),
+            })
+        for key, value in sysctls.items():
+            self.sysctl(host, key, value, optional=key.startswith("net/core/"))
+
+    # --- fibre ------------------------------------------------------------------------------
+    def fibre_links(self) -> dict[tuple[str, str], FibreSpec]:
+        """(a, b) -> the FibreSpec currently applied; a->b is the forward direction."""
+        return dict(self._fibres)
+
+    def _key(self, a: str, b: str) -> tuple[tuple[str, str], bool]:
+        if (a, b) in self._fibres:
+            return (a, b), True
+        if (b, a) in self._fibres:
+            return (b, a), False
+        raise SpecError(f"no fibre link between {a!r} and {b!r}")
+
+    def _apply_fibre(self, a: str, b: str, fibre: FibreSpec, initial: bool) -> None:
+        ia, ib = self._ends[(a, b)]
+        for node, ifname, forward in ((a, ia, True), (b, ib, False)):
+            ipr = self._iprs[node]
+            idx = ipr.link_lookup(ifname=ifname)[0]
+            fn = tc.apply if initial else tc.change
+            fn(ipr, idx, ifname, fibre.direction(forward))
+
+    def set_fibre(self, a: str, b: str, **changes: Any) -> FibreSpec:
+        """Reconfigure a running fibre (delay via distance_km/extra_delay_ms, loss_pct, rate,
+        jitter_ms, ...), including back to zero. Returns the new spec."""
+        key, _ = self._key(a, b)
+        if "mtu" in changes:
+            raise SpecError("mtu cannot be changed on a running link")
+        new = self._fibres[key].replace(**changes)
+        self._apply_fibre(*key, new, initial=False)
+        self._fibres[key] = new
+        return new
+
+    def read_fibre(self, a: str, b: str) -> tuple[tc.Readback, tc.Readback]:
+        """Kernel readback of (a->b, b->a) for the fibre between a and b."""
+        key, forward = self._key(a, b)
+        ia, ib = self._ends[key]
+        ra = tc.read(self._iprs[key[0]], self._iprs[key[0]].link_lookup(ifname=ia)[0], ia)
+        rb = tc.read(self._iprs[key[1]], self._iprs[key[1]].link_lookup(ifname=ib)[0], ib)
+        return (ra, rb) if forward else (rb, ra)
+
+    # --- namespaces as places to run things -------------------------------------------------
+    def ipr(self, node: str) -> IPRoute:
+        if node not in self._iprs:
+            raise SpecError(f"unknown node {node!r}")
+        return self._iprs[node]
+
+    def sysctl(self, node: str, key: str, value: str, optional: bool = False) -> None:
+        """Write /proc/sys/<key> inside node's namespace."""
+        path = "/proc/sys/" + key.replace(".", "/")
+        netns.pushns(self.namespace(node))
+        try:
+            with open(path, "w") as fh:
+                fh.write(value)
+        except OSError as exc:
+            if optional and isinstance(exc, FileNotFoundError):
+                log.debug("sysctl %s not per-namespace here; skipped", key)
+            else:
+                raise KernelError(f"sysctl {key}={value} in {self.namespace(node)}: "
+                                  f"{exc.strerror}") from None
+        finally:
+            netns.popns()
+
+    def read_sysctl(self, node: str, key: str) -> str:
+        netns.pushns(self.namespace(node))
+        try:
+            return Path("/proc/sys/" + key.replace(".", "/")).read_text().strip()
+        finally:
+            netns.popns()
+
+    def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
+        """argv that runs `argv` in node's network namespace (host mount namespace)."""
+        return ["nsenter", f"--net={self.netns_path(node)}", *argv]
+
+    def run(self, node: str, argv: Sequence[str], timeout: float = 60.0,
+            check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """Run a command to completion in node's namespace; output captured as text."""
+        full = self.cmd(node, argv)
+        log.debug("run in %s: %s", node, " ".join(argv))
+        try:
+            proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
+                                  **kwargs)
+        except subprocess.TimeoutExpired:
+            raise KernelError(f"{argv[0]} in {node} did not finish within {timeout:g} s") from None
+        if check and proc.returncode != 0:
+            msg = (proc.stderr or proc.stdout).strip().splitlines()
+            raise KernelError(f"{' '.join(argv[:3])} in {node} failed "
+                              f"(exit {proc.returncode}): {msg[-1] if msg else ''}")
+        return proc
+
+    def popen(self, node: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start a long-lived process in node's namespace; it is recorded in the run registry
+        and killed (by its PID) at teardown."""
+        full = self.cmd(node, argv)
+        proc = subprocess.Popen(full, start_new_session=True, **kwargs)
+        self.state.add_proc(proc.pid, full, self.namespace(node))
+        self._stack.callback(self._stop_proc, proc)
+        return proc
+
+    def _stop_proc(self, proc: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=grace_s)
+            except ProcessLookupError:
+                pass
+        self.state.drop_proc(proc.pid)
+
+
+def namespaces_of(prefix: str) -> Iterator[str]:
+    """Existing namespaces carrying `prefix`."""
+    if not NETNS_DIR.is_dir():
+        return
+    for entry in sorted(os.listdir(NETNS_DIR)):
+        m = state_mod.NAMESPACE_RE.match(entry)
+        if m and m.group(1) == prefix:
+            yield entry

@@ -1,0 +1,243 @@
+"""Specs: frozen, validated descriptions with units in their names. No I/O here.
+
+FibreSpec    one APN fibre span: distance -> delay, rate, loss, jitter, MTU, asymmetry;
+             derives RTT, bandwidth-delay product and the netem queue limit.
+Direction    the netem/htb parameters of one direction of a link (what tc is given).
+parse_rate   "10gbit", "200mbit", 1000 (Mbit/s) -> Mbit/s.
+check_name   node names that fit Linux's 15-character interface names.
+
+Physics: light in single-mode fibre travels at c / n_g with a group index n_g ~ 1.469, i.e.
+~4.9 us per km one way (3,000 km -> 14.7 ms one way, 29.4 ms RTT).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from testbed.errors import SpecError
+
+SPEED_OF_LIGHT_KM_S = 299_792.458
+DEFAULT_GROUP_INDEX = 1.469  # -> 4.90 us/km
+MAX_RATE_MBIT = 100_000.0  # 100 Gbit/s, the APN line rate
+IFNAMSIZ = 15  # usable characters of a Linux interface name
+TCP_HEADER_OVERHEAD = 52  # IPv4 (20) + TCP with timestamps (32): MSS = MTU - 52
+LIMIT_FACTOR = 1.5  # netem queue >= 1.5 x BDP (in packets)
+MIN_LIMIT_PKTS = 1000  # never below netem's own default
+
+_RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps)?\s*$", re.IGNORECASE)
+_RATE_MULT = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]*$")
+
+
+def parse_rate(value: str | float | int, field: str = "rate") -> float:
+    """Return a rate in Mbit/s from a number (already Mbit/s) or text such as "10gbit".
+
+    Raises SpecError naming `field` when the value is not a positive rate.
+    """
+    if isinstance(value, bool):
+        raise SpecError(f"{field}: expected a rate such as 10gbit, got {value!r}")
+    if isinstance(value, (int, float)):
+        mbit = float(value)
+    else:
+        match = _RATE_RE.match(str(value))
+        if not match or (match.group(3) or "").lower() == "bps":
+            raise SpecError(f"{field}: expected a rate such as 100mbit or 10gbit, got {value!r}")
+        mbit = float(match.group(1)) * _RATE_MULT[match.group(2).lower()]
+    if not math.isfinite(mbit) or mbit <= 0:
+        raise SpecError(f"{field}: rate must be > 0, got {value!r}")
+    return mbit
+
+
+def format_rate(mbit: float) -> str:
+    """Mbit/s -> the shortest exact text tc would accept ("100gbit", "250mbit", "1.5kbit")."""
+    if mbit >= 1000 and (mbit / 1000).is_integer():
+        return f"{int(mbit // 1000)}gbit"
+    if mbit.is_integer():
+        return f"{int(mbit)}mbit"
+    return f"{mbit * 1000:g}kbit"
+
+
+def check_name(name: str, what: str = "node", max_len: int = IFNAMSIZ - 5) -> str:
+    """Validate a node name: lower-case alphanumerics starting with a letter, short enough
+    that "<name>-eth<N>" fits the 15-character interface limit. Returns the name."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise SpecError(f"{what} name {name!r}: use lower-case letters and digits, "
+                        "starting with a letter")
+    if len(name) > max_len:
+        raise SpecError(f"{what} name {name!r} is {len(name)} characters; at most {max_len} fit "
+                        f"'<name>-eth<N>' in the {IFNAMSIZ}-character interface limit")
+    return name
+
+
+def _number(value: Any, field: str, *, minimum: float | None = 0.0,
+            maximum: float | None = None, strict_min: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise SpecError(f"{field}: expected a number, got {value!r}") from None
+    value = float(value)
+    if not math.isfinite(value):
+        raise SpecError(f"{field}: expected a finite number, got {value!r}")
+    if minimum is not None and (value < minimum or (strict_min and value == minimum)):
+        op = ">" if strict_min else ">="
+        raise SpecError(f"{field}: must be {op} {minimum:g}, got {value:g}")
+    if maximum is not None and value > maximum:
+        raise SpecError(f"{field}: must be <= {maximum:g}, got {value:g}")
+    return value
+
+
+@dataclass(frozen=True)
+class Direction:
+    """What one direction of a link is given: htb rate, then netem delay/jitter/loss/limit."""
+
+    delay_ms: float
+    jitter_ms: float
+    loss_pct: float
+    rate_mbit: float
+    limit_pkts: int
+    mtu: int
+
+
+@dataclass(frozen=True)
+class FibreSpec:
+    """One span of APN fibre between two nodes.
+
+    Attributes (units in names):
+        distance_km: fibre length; one-way delay = distance_km x group_index / c.
+        rate_mbit: line rate (<= 100 Gbit/s), shaped with htb in each direction.
+        loss_pct: random loss in percent per packet, e.g. 0.001 (= 1e-5).
+        jitter_ms: netem delay jitter (uniform +-), 0 for a stable fibre.
+        extra_delay_ms: one-way equipment delay (transponders, switches) added to the fibre.
+        group_index: the fibre's group refractive index (1.469 -> 4.90 us/km).
+        mtu: MTU of both ends.
+        rate_reverse_mbit, loss_reverse_pct: asymmetric B->A direction (None = same as A->B).
+    """
+
+    distance_km: float = 0.0
+    rate_mbit: float = 1000.0
+    loss_pct: float = 0.0
+    jitter_ms: float = 0.0
+    extra_delay_ms: float = 0.0
+    group_index: float = DEFAULT_GROUP_INDEX
+    mtu: int = 1500
+    rate_reverse_mbit: float | None = None
+    loss_reverse_pct: float | None = None
+
+    def __post_init__(self) -> None:
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        set_("distance_km", _number(self.distance_km, "distance_km", maximum=40_075.0))
+        set_("rate_mbit", _rate(self.rate_mbit, "rate_mbit"))
+        set_("loss_pct", _number(self.loss_pct, "loss_pct", maximum=100.0))
+        set_("jitter_ms", _number(self.jitter_ms, "jitter_ms", maximum=10_000.0))
+        set_("extra_delay_ms", _number(self.extra_delay_ms, "extra_delay_ms", maximum=10_000.0))
+        set_("group_index", _number(self.group_index, "group_index", minimum=1.0, maximum=3.0))
+        mtu = _number(self.mtu, "mtu", minimum=576, maximum=65_535)
+        if not mtu.is_integer():
+            raise SpecError(f"mtu: must be a whole number of bytes, got {self.mtu!r}")
+        set_("mtu", int(mtu))
+        if self.rate_reverse_mbit is not None:
+            set_("rate_reverse_mbit", _rate(self.rate_reverse_mbit, "rate_reverse_mbit"))
+        if self.loss_reverse_pct is not None:
+            set_("loss_reverse_pct",
+                 _number(self.loss_reverse_pct, "loss_reverse_pct", maximum=100.0))
+        if self.jitter_ms > self.one_way_delay_ms and self.jitter_ms > 0:
+            raise SpecError(f"jitter_ms: {self.jitter_ms:g} ms exceeds the one-way delay "
+                            f"{self.one_way_delay_ms:g} ms (netem would reorder packets)")
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FibreSpec:
+        """Build from a mapping (TOML, CLI -p); accepts "rate" as text ("10gbit").
+
+        Raises SpecError naming any unknown field."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "rate":
+                kwargs["rate_mbit"] = parse_rate(value, "rate")
+            elif key == "rate_reverse":
+                kwargs["rate_reverse_mbit"] = parse_rate(value, "rate_reverse")
+            elif key in known:
+                kwargs[key] = value
+            else:
+                raise SpecError(f"unknown fibre field {key!r}; known: "
+                                f"{', '.join(sorted(known | {'rate'}))}")
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> FibreSpec:
+        """A copy with some fields changed (validated again)."""
+        return FibreSpec.from_dict({**dataclasses.asdict(self), **changes})
+
+    # --- derived ------------------------------------------------------------------------
+    @property
+    def us_per_km(self) -> float:
+        return self.group_index / SPEED_OF_LIGHT_KM_S * 1e6
+
+    @property
+    def one_way_delay_ms(self) -> float:
+        return self.distance_km * self.us_per_km / 1000.0 + self.extra_delay_ms
+
+    @property
+    def rtt_ms(self) -> float:
+        return 2.0 * self.one_way_delay_ms
+
+    @property
+    def mss_bytes(self) -> int:
+        return self.mtu - TCP_HEADER_OVERHEAD
+
+    def bdp_bytes(self, rate_mbit: float | None = None) -> int:
+        """Bandwidth-delay product at the RTT (plus jitter) and the given (default line) rate."""
+        rate = self.rate_mbit if rate_mbit is None else rate_mbit
+        rtt_s = (self.rtt_ms + 2 * self.jitter_ms) / 1000.0
+        return int(math.ceil(rate * 1e6 / 8 * rtt_s))
+
+    def limit_pkts(self, rate_mbit: float | None = None) -> int:
+        """netem queue limit: >= 1.5 x BDP in MTU-sized packets, never below 1000."""
+        pkts = math.ceil(LIMIT_FACTOR * self.bdp_bytes(rate_mbit) / self.mtu)
+        return max(MIN_LIMIT_PKTS, pkts)
+
+    def direction(self, forward: bool = True) -> Direction:
+        """tc parameters for A->B (forward) or B->A."""
+        rate = self.rate_mbit
+        loss = self.loss_pct
+        if not forward:
+            rate = self.rate_reverse_mbit if self.rate_reverse_mbit is not None else rate
+            loss = self.loss_reverse_pct if self.loss_reverse_pct is not None else loss
+        return Direction(delay_ms=self.one_way_delay_ms, jitter_ms=self.jitter_ms,
+                         loss_pct=loss, rate_mbit=rate,
+                         limit_pkts=max(self.limit_pkts(self.rate_mbit),
+                                        self.limit_pkts(rate)),
+                         mtu=self.mtu)
+
+    def tcp_buffer_bytes(self) -> int:
+        """A per-socket TCP buffer maximum that lets one flow fill the fibre: 2 x BDP (Linux
+        advertises about half its receive buffer as window), never below 6 MiB."""
+        return max(6 * 1024 * 1024, 2 * self.bdp_bytes(max(self.rate_mbit,
+                                                           self.rate_reverse_mbit or 0)))
+
+    def summary(self) -> dict[str, float | int]:
+        """The figures a user checks: what `testbed topo show --json` prints per link."""
+        fwd = self.direction(True)
+        return {
+            "distance_km": self.distance_km,
+            "delay_ms": round(self.one_way_delay_ms, 6),
+            "rtt_ms": round(self.rtt_ms, 6),
+            "jitter_ms": self.jitter_ms,
+            "loss_pct": self.loss_pct,
+            "rate_mbit": self.rate_mbit,
+            "bdp_bytes": self.bdp_bytes(),
+            "limit_pkts": fwd.limit_pkts,
+            "mtu": self.mtu,
+        }
+
+
+def _rate(value: Any, field: str) -> float:
+    mbit = parse_rate(value, field)
+    if mbit > MAX_RATE_MBIT:
+        raise SpecError(f"{field}: at most {MAX_RATE_MBIT:g} Mbit/s (100 Gbit/s), got {mbit:g}")
+    return mbit
