@@ -54,6 +54,7 @@ def parse_rate(value: str | float | int, field: str = "rate") -> float:
 
 def format_rate(mbit: float) -> str:
     """Mbit/s -> the shortest exact text tc would accept ("100gbit", "250mbit", "1.5kbit")."""
+    mbit = float(mbit)
     if mbit >= 1000 and (mbit / 1000).is_integer():
         return f"{int(mbit // 1000)}gbit"
     if mbit.is_integer():

@@ -1,0 +1,44 @@
+"""The CLI without root: topology listing/showing and one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from testbed.cli import main
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_topo_list(capsys):
+    assert main(["topo", "list"]) == 0
+    text = capsys.readouterr().out
+    for name in ("apn", "local", "metro", "two-sites"):
+        assert name in text
+
+
+def test_topo_show_json(capsys):
+    assert main(["topo", "show", "apn", "-p", "workers=3", "-p", "distance_km=1000",
+                 "-p", "rate=200mbit", "-p", "loss_pct=0.01", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (fibre,) = [l for l in data["links"] if l["kind"] == "fibre"]
+    assert {"a", "b", "delay_ms", "loss_pct", "rate_mbit", "limit_pkts"} <= set(fibre)
+    assert fibre["delay_ms"] == pytest.approx(4.9, abs=0.01)
+    assert fibre["rate_mbit"] == 200 and fibre["loss_pct"] == 0.01
+    assert len(data["hosts"]) == 4
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["topo", "show", "nope"], "unknown topology"),
+    (["topo", "show", "apn", "-p", "distance_km=-3"], "distance_km"),
+    (["topo", "show", "apn", "-p", "bogus"], "KEY=VALUE"),
+])
+def test_bad_input_is_one_line(args, needle):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
