@@ -167,7 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=max(level, logging.DEBUG),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    main_pid = os.getpid()
+
     def on_term(signum: int, _frame: object) -> None:
+        if os.getpid() != main_pid:  # a forked helper (pyroute2 forks): die as by default
+            os._exit(128 + signum)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)

@@ -10,8 +10,11 @@ Also a Mininet custom file:
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402,F401  (puts the repository root on sys.path for `mn`)
+# `mn --custom` exec()s this file without __file__: find it from the code object instead,
+# and put this folder and the repository root (for `testbed`) on the path.
+_HERE = os.path.dirname(os.path.abspath(globals().get("__file__")
+                                        or sys._getframe().f_code.co_filename))
+sys.path[:0] = [p for p in (_HERE, os.path.dirname(_HERE)) if p not in sys.path]
 
 from testbed.spec import FibreSpec, parse_rate  # noqa: E402
 from testbed.topology import SiteTopo  # noqa: E402
@@ -43,3 +46,10 @@ def _fibre_link(*args, **kwargs):  # resolved lazily: only `mn` needs mininet.li
 
 
 links = {"fibre": _fibre_link}
+
+# Mininet 2.3's `mn` ignores a custom file's `links` (a missing comma in its setCustom) but
+# does take other globals: extend its LINKS table so that `--link fibre` resolves.
+if os.path.basename(sys.argv[0]) == "mn":
+    from mininet.link import Link, OVSLink, TCLink, TCULink
+
+    LINKS = {"default": Link, "tc": TCLink, "tcu": TCULink, "ovs": OVSLink, **links}

@@ -4,8 +4,11 @@ hyperscalers keep between their sites."""
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402,F401
+# `mn --custom` exec()s this file without __file__: find it from the code object instead,
+# and put this folder and the repository root (for `testbed`) on the path.
+_HERE = os.path.dirname(os.path.abspath(globals().get("__file__")
+                                        or sys._getframe().f_code.co_filename))
+sys.path[:0] = [p for p in (_HERE, os.path.dirname(_HERE)) if p not in sys.path]
 
 from apn import ApnTopo  # noqa: E402
 

@@ -60,6 +60,7 @@ class Network:
         self._fibres: dict[tuple[str, str], FibreSpec] = {}
         self._ends: dict[tuple[str, str], tuple[str, str]] = {}
         self.started = False
+        self._owner_pid = os.getpid()
 
     # --- naming ---------------------------------------------------------------------------
     def namespace(self, node: str) -> str:
@@ -105,7 +106,10 @@ class Network:
         log.info("network %s up in %.2f s", self.prefix, time.monotonic() - t0)
 
     def stop(self) -> None:
-        """Tear down in reverse order of creation. Safe to call twice."""
+        """Tear down in reverse order of creation. Safe to call twice. A forked child (which
+        inherits this object) never tears down its parent's network."""
+        if os.getpid() != self._owner_pid:
+            return
         self._stack.close()
         self.started = False
 
