@@ -19,6 +19,8 @@ bridge and qdisc inside them.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 import signal
@@ -149,13 +151,10 @@ class Network:
         name = self.namespace(node)
         if (NETNS_DIR / name).exists():
             raise KernelError(f"namespace {name} already exists (a leftover? try `testbed clean`)")
-        try:
-            netns.create(name)
-        except OSError as exc:
-            raise KernelError(f"cannot create namespace {name}: {exc}") from None
+        create_namespace(name)
         self.state.add_namespace(name)
         self._stack.callback(self._remove_namespace, name)
-        ipr = IPRoute(netns=name)
+        ipr = ns_iproute(name)
         self._iprs[node] = ipr
         self._stack.callback(ipr.close)
         lo = ipr.link_lookup(ifname="lo")
@@ -328,6 +327,51 @@ class Network:
             except ProcessLookupError:
                 pass
         self.state.drop_proc(proc.pid)
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+CLONE_NEWNET = 0x40000000
+MS_BIND, MS_REC, MS_SHARED = 4096, 16384, 1 << 20
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        raise KernelError(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def create_namespace(name: str) -> None:
+    """Create a named network namespace (like `ip netns add`) without forking: unshare in
+    this thread, bind its namespace to /run/netns/NAME, and return to where we were.
+    (pyroute2's netns.create forks a helper: ~20x slower on the lab kernel.)"""
+    NETNS_DIR.mkdir(parents=True, exist_ok=True)
+    d = str(NETNS_DIR).encode()
+    if _libc.mount(b"", d, b"none", MS_SHARED | MS_REC, None) != 0:  # as iproute2 does
+        _check(_libc.mount(d, d, b"none", MS_BIND | MS_REC, None), f"bind {NETNS_DIR}")
+        _check(_libc.mount(b"", d, b"none", MS_SHARED | MS_REC, None), f"share {NETNS_DIR}")
+    path = NETNS_DIR / name
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
+    except OSError as exc:
+        raise KernelError(f"cannot create namespace {name}: {exc.strerror}") from None
+    netns.pushns()
+    try:
+        _check(_libc.unshare(CLONE_NEWNET), f"unshare for namespace {name}")
+        _check(_libc.mount(b"/proc/thread-self/ns/net", str(path).encode(), b"none", MS_BIND,
+                           None), f"bind namespace {name}")
+    except KernelError:
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        netns.popns()
+
+
+def ns_iproute(name: str) -> IPRoute:
+    """An IPRoute whose netlink socket lives in namespace `name` (opened there, no fork)."""
+    netns.pushns(name)
+    try:
+        return IPRoute()
+    finally:
+        netns.popns()
 
 
 def namespaces_of(prefix: str) -> Iterator[str]:
