@@ -242,3 +242,103 @@ def _rate(value: Any, field: str) -> float:
     if mbit > MAX_RATE_MBIT:
         raise SpecError(f"{field}: at most {MAX_RATE_MBIT:g} Mbit/s (100 Gbit/s), got {mbit:g}")
     return mbit
+
+
+NFS_VERSIONS = ("3", "4.1", "4.2")
+
+
+@dataclass(frozen=True)
+class NfsServerSpec:
+    """The storage site's kernel nfsd.
+
+    versions: NFS versions served ("3", "4.1", "4.2"); threads: nfsd threads;
+    grace_s/lease_s: NFSv4 grace and lease times (short, so a run does not wait 90 s).
+    """
+
+    versions: tuple[str, ...] = ("4.1", "4.2")
+    threads: int = 8
+    grace_s: int = 10
+    lease_s: int = 10
+
+    def __post_init__(self) -> None:
+        versions = tuple(str(v) for v in (self.versions if not isinstance(self.versions, str)
+                                          else (self.versions,)))
+        for v in versions:
+            if v not in NFS_VERSIONS:
+                raise SpecError(f"versions: unknown NFS version {v!r}; known: "
+                                f"{', '.join(NFS_VERSIONS)}")
+        if not versions:
+            raise SpecError("versions: at least one NFS version is needed")
+        object.__setattr__(self, "versions", versions)
+        if not isinstance(self.threads, int) or not 1 <= self.threads <= 256:
+            raise SpecError(f"threads: must be 1..256, got {self.threads!r}")
+        for name in ("grace_s", "lease_s"):
+            if not isinstance(getattr(self, name), int) or not 10 <= getattr(self, name) <= 3600:
+                raise SpecError(f"{name}: must be 10..3600 s, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class MountSpec:
+    """How a GPU worker mounts the export (kernel NFS client options).
+
+    read_ahead_kb: written to the mount's bdi (None keeps the kernel default, 128 KiB);
+    actimeo_s: attribute cache time (None = kernel default); nocto: no close-to-open;
+    hard/soft with timeo_ds (tenths of a second) and retrans.
+    """
+
+    vers: str = "4.2"
+    rsize: int = 1_048_576
+    wsize: int = 1_048_576
+    nconnect: int = 1
+    read_ahead_kb: int | None = None
+    actimeo_s: int | None = None
+    nocto: bool = False
+    hard: bool = True
+    timeo_ds: int = 600
+    retrans: int = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vers", str(self.vers))
+        if self.vers not in NFS_VERSIONS:
+            raise SpecError(f"vers: unknown NFS version {self.vers!r}; known: "
+                            f"{', '.join(NFS_VERSIONS)}")
+        for name in ("rsize", "wsize"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or not 4096 <= v <= 1_048_576 or v & (v - 1):
+                raise SpecError(f"{name}: a power of two from 4096 to 1048576, got {v!r}")
+        if not isinstance(self.nconnect, int) or not 1 <= self.nconnect <= 16:
+            raise SpecError(f"nconnect: must be 1..16, got {self.nconnect!r}")
+        if self.read_ahead_kb is not None and (not isinstance(self.read_ahead_kb, int)
+                                               or not 0 <= self.read_ahead_kb <= 1_048_576):
+            raise SpecError(f"read_ahead_kb: must be 0..1048576, got {self.read_ahead_kb!r}")
+        if self.actimeo_s is not None and (not isinstance(self.actimeo_s, int)
+                                           or self.actimeo_s < 0):
+            raise SpecError(f"actimeo_s: must be >= 0, got {self.actimeo_s!r}")
+        if not isinstance(self.timeo_ds, int) or not 1 <= self.timeo_ds <= 6000:
+            raise SpecError(f"timeo_ds: must be 1..6000 tenths of a second, got {self.timeo_ds!r}")
+        if not isinstance(self.retrans, int) or not 0 <= self.retrans <= 20:
+            raise SpecError(f"retrans: must be 0..20, got {self.retrans!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MountSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise SpecError(f"unknown mount field {sorted(unknown)[0]!r}; known: "
+                            f"{', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+    def options(self) -> str:
+        """The -o string for mount.nfs."""
+        opts = [f"vers={self.vers}", "proto=tcp", f"rsize={self.rsize}", f"wsize={self.wsize}",
+                "hard" if self.hard else "soft", f"timeo={self.timeo_ds}",
+                f"retrans={self.retrans}", "retry=0"]
+        if self.nconnect > 1:
+            opts.append(f"nconnect={self.nconnect}")
+        if self.actimeo_s is not None:
+            opts.append(f"actimeo={self.actimeo_s}")
+        if self.nocto:
+            opts.append("nocto")
+        if self.vers == "3":
+            opts.append("nolock")
+        return ",".join(opts)

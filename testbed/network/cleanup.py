@@ -81,6 +81,10 @@ def clean_run(st: state_mod.RunState, report: CleanReport) -> None:
     for path in reversed(st.mounts):
         if umount(path):
             report.unmounted.append(path)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
     for name in reversed(st.namespaces):
         if (NETNS_DIR / name).exists():
             netns.remove(name)
@@ -89,6 +93,10 @@ def clean_run(st: state_mod.RunState, report: CleanReport) -> None:
         if os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)
             report.dirs.append(path)
+    try:
+        os.rmdir(state_mod.STATE_DIR / st.prefix)  # only if empty: never recurse into mounts
+    except OSError:
+        pass
     st.discard()
     report.runs.append(st.prefix)
 

@@ -99,6 +99,7 @@ class Network:
         t0 = time.monotonic()
         self.state.save()
         self._stack.callback(self.state.discard)
+        self._stack.callback(self._remove_run_dir)
         try:
             self._build()
         except BaseException:
@@ -114,6 +115,22 @@ class Network:
             return
         self._stack.close()
         self.started = False
+
+    @property
+    def run_dir(self) -> Path:
+        """A folder for this run's files (services' configs, mount points); created on
+        demand, removed at teardown once empty (never recursively: it holds mount points)."""
+        path = state_mod.STATE_DIR / self.prefix
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _remove_run_dir(self) -> None:
+        path = state_mod.STATE_DIR / self.prefix
+        if path.is_dir():
+            try:
+                path.rmdir()
+            except OSError as exc:
+                log.warning("run folder %s not removed: %s", path, exc.strerror)
 
     def callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run `fn` at teardown, before anything created earlier is removed."""
@@ -310,13 +327,18 @@ class Network:
     def popen(self, node: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Start a long-lived process in node's namespace; it is recorded in the run registry
         and killed (by its PID) at teardown."""
-        full = self.cmd(node, argv)
-        proc = subprocess.Popen(full, start_new_session=True, **kwargs)
-        self.state.add_proc(proc.pid, full, self.namespace(node))
-        self._stack.callback(self._stop_proc, proc)
+        return self.popen_raw(self.cmd(node, argv), namespace=self.namespace(node), **kwargs)
+
+    def popen_raw(self, argv: Sequence[str], namespace: str | None = None,
+                  **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start `argv` as is (it enters namespaces itself), recorded and killed at teardown."""
+        log.debug("start: %s", " ".join(argv))
+        proc = subprocess.Popen(list(argv), start_new_session=True, **kwargs)
+        self.state.add_proc(proc.pid, list(argv), namespace)
+        self._stack.callback(self.stop_proc, proc)
         return proc
 
-    def _stop_proc(self, proc: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
+    def stop_proc(self, proc: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
         if proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)

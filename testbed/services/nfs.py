@@ -1,0 +1,320 @@
+"""Kernel NFS in namespaces: the storage site's nfsd and the GPU workers' mounts.
+
+NfsServer   kernel nfsd bound to the storage host's namespace. Its control plane (the nfsd
+            filesystem, exportfs, rpc.nfsd, rpc.mountd) runs in that network namespace AND a
+            private mount namespace in which /etc/exports and /var/lib/nfs are bind-mounted
+            from the run's own folder, so several runs never share export tables. Exports
+            are restricted to the topology's subnet. Lifecycle: start -> wait ready (end of
+            the shortened NFSv4 grace period) -> stop (threads to 0, exports flushed,
+            mountd killed by PID) -> folder removed.
+NfsMount    one worker's mount, made with `nsenter --net=<worker ns> mount -t nfs`: the RPC
+            transport belongs to the worker's namespace (its traffic crosses the fibre)
+            while the mount is visible to every process. Read-ahead is set on the mount's
+            bdi; the options the kernel actually uses are read back from /proc/mounts.
+            Unmount at teardown, forced and then lazy if files are still open.
+
+Subprocesses are used only where no library exists (mount, umount, exportfs, rpc.nfsd,
+rpc.mountd), always as argv lists with a timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import ServiceError
+from testbed.network import measure
+from testbed.network.engine import Network
+from testbed.spec import MountSpec, NfsServerSpec
+from testbed.topology import SUBNET
+
+log = logging.getLogger(__name__)
+
+NFS_PORT = 2049
+
+
+def _run(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
+    log.debug("exec: %s", shlex.join(argv))
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ServiceError(f"{what}: no answer within {timeout:g} s") from None
+    except FileNotFoundError:
+        raise ServiceError(f"{what}: {argv[0]} not found (install nfs-kernel-server "
+                           "nfs-common: lab/provision)") from None
+    return proc
+
+
+def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+    return lines[-1].strip() if lines else f"exit {proc.returncode}"
+
+
+class NfsServer:
+    """Kernel nfsd in `node`'s namespace exporting `export_dir` to the topology's subnet."""
+
+    def __init__(self, net: Network, node: str, export_dir: str | Path,
+                 spec: NfsServerSpec | None = None) -> None:
+        self.net = net
+        self.node = node
+        self.export_dir = Path(export_dir)
+        self.spec = spec or NfsServerSpec()
+        self.ns_path = net.netns_path(node)
+        self.dir = net.run_dir / f"nfsd-{node}"
+        self.proc: subprocess.Popen[Any] | None = None
+        self.ready_at = 0.0
+
+    @property
+    def address(self) -> str:
+        return self.net.address(self.node)
+
+    def remote_path(self, vers: str) -> str:
+        """What a client mounts: the NFSv4 pseudo-root, or the export path for v3."""
+        return "/" if vers != "3" else str(self.export_dir)
+
+    def __enter__(self) -> NfsServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _control(self, body: str) -> str:
+        """A shell script run in the server's private mount namespace (binds first)."""
+        return (f"set -e; mount --make-rslave / ; "
+                f"mount --bind {self.dir}/exports /etc/exports; "
+                f"mount --bind {self.dir}/lib /var/lib/nfs; "
+                f"mount -t nfsd nfsd /proc/fs/nfsd; {body}")
+
+    def _argv(self, script: str) -> list[str]:
+        return ["nsenter", f"--net={self.ns_path}", "unshare", "--mount", "sh", "-c", script]
+
+    def start(self) -> None:
+        if not self.export_dir.is_dir():
+            raise ServiceError(f"NFS export path {self.export_dir} does not exist")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "lib" / "v4recovery").mkdir(parents=True, exist_ok=True)
+        (self.dir / "lib" / "rpc_pipefs").mkdir(exist_ok=True)
+        for name in ("etab", "rmtab", "xtab"):
+            (self.dir / "lib" / name).touch()
+        # Read-only (workers only read the training set); fsid=0 makes the export the NFSv4
+        # pseudo-root; no_root_squash so root-run loaders read like the owner; restricted to
+        # the testbed's own subnet, never the world.
+        opts = "ro,fsid=0,no_subtree_check,no_root_squash,insecure"
+        (self.dir / "exports").write_text(f"{self.export_dir} {SUBNET}({opts})\n")
+        self.net.state.add_dir(str(self.dir))
+        self.net.callback(self._remove_dir)
+
+        v3 = "3" in self.spec.versions
+        vflags = [] if v3 else ["-N", "3"]
+        for v in ("4.1", "4.2"):
+            if v not in self.spec.versions:
+                vflags += ["-N", v]
+        if v3:
+            raise ServiceError("NFSv3 needs rpcbind in the server namespace, not supported "
+                               "yet: use versions 4.1/4.2")
+        nfsd_flags = " ".join(vflags + ["--no-udp"])
+        setup = (
+            "echo 1048576 > /proc/fs/nfsd/max_block_size 2>/dev/null || true; "
+            f"echo {self.spec.grace_s} > /proc/fs/nfsd/nfsv4gracetime; "
+            f"echo {self.spec.lease_s} > /proc/fs/nfsd/nfsv4leasetime; "
+            "exportfs -r; "
+            f"rpc.nfsd {nfsd_flags} {self.spec.threads}; "
+            f"exec rpc.mountd -F {nfsd_flags}"
+        )
+        self.net.state.add_nfsd(self.net.namespace(self.node))
+        self.net.callback(self._stop_nfsd)
+        log_file = open(self.dir / "mountd.log", "w")
+        self.proc = self.net.popen_raw(self._argv(self._control(setup)), stdout=log_file,
+                                       stderr=subprocess.STDOUT)
+        log_file.close()
+        started = time.monotonic()
+        deadline = started + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceError(f"nfsd in {self.node} failed to start: "
+                                   f"{self._log_tail()}")
+            if self._listening():
+                break
+            time.sleep(0.1)
+        else:
+            raise ServiceError(f"nfsd in {self.node} is not listening on port {NFS_PORT} "
+                               f"after 30 s: {self._log_tail()}")
+        self.ready_at = started + self.spec.grace_s + 0.5
+        log.info("nfsd in %s listening; grace period ends in %.1f s", self.node,
+                 self.ready_at - time.monotonic())
+
+    def _log_tail(self) -> str:
+        try:
+            lines = (self.dir / "mountd.log").read_text().strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return lines[-1] if lines else "(empty log)"
+
+    def _listening(self) -> bool:
+        with measure.in_namespace(self.net.namespace(self.node)):
+            text = Path("/proc/net/tcp").read_text() + Path("/proc/net/tcp6").read_text()
+        return any(line.split()[1].endswith(f":{NFS_PORT:04X}") and line.split()[3] == "0A"
+                   for line in text.splitlines()[1:] if len(line.split()) > 3)
+
+    def wait_ready(self) -> None:
+        """Block until the NFSv4 grace period is over (opens would stall until then)."""
+        delay = self.ready_at - time.monotonic()
+        if delay > 0:
+            log.info("waiting %.1f s for the NFSv4 grace period to end", delay)
+            time.sleep(delay)
+
+    def threads(self) -> int:
+        """nfsd threads running in this namespace, read from the kernel."""
+        proc = _run(self._argv(self._control("cat /proc/fs/nfsd/threads")), 30, "nfsd threads")
+        if proc.returncode != 0:
+            raise ServiceError(f"cannot read nfsd threads in {self.node}: {_last_line(proc)}")
+        return int(proc.stdout.strip() or 0)
+
+    def kill(self) -> None:
+        """Stop serving abruptly (threads to 0), as a crashed server would."""
+        proc = _run(self._argv(self._control("rpc.nfsd 0")), 30, "rpc.nfsd 0")
+        if proc.returncode != 0:
+            raise ServiceError(f"cannot stop nfsd in {self.node}: {_last_line(proc)}")
+
+    def stop(self) -> None:
+        """Threads to 0 and exports flushed while mountd still answers, then mountd."""
+        self._stop_nfsd()
+        if self.proc is not None:
+            self.net.stop_proc(self.proc)
+            self.proc = None
+
+    def _stop_nfsd(self) -> None:
+        ns = self.net.namespace(self.node)
+        if ns not in self.net.state.nfsd_namespaces:
+            return
+        stop_nfsd(self.ns_path, self.dir)
+        self.net.state.drop_nfsd(ns)
+
+    def _remove_dir(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.net.state.drop_dir(str(self.dir))
+
+
+def stop_nfsd(ns_path: str, run_dir: Path) -> None:
+    """Threads to 0 and exports flushed in the namespace at ns_path (also used by clean)."""
+    if not Path(ns_path).exists():
+        return
+    binds = ""
+    if (run_dir / "exports").exists():
+        binds = (f"mount --bind {run_dir}/exports /etc/exports; "
+                 f"mount --bind {run_dir}/lib /var/lib/nfs; ")
+    script = (f"mount --make-rslave / ; {binds}mount -t nfsd nfsd /proc/fs/nfsd && "
+              "echo stopping >&2; timeout 20 rpc.nfsd 0; echo unexporting >&2; "
+              "timeout 10 exportfs -au; echo flushing >&2; timeout 10 exportfs -f")
+    proc = _run(["nsenter", f"--net={ns_path}", "unshare", "--mount", "sh", "-c", script], 60,
+                "stop nfsd")
+    log.debug("stop nfsd: %s", proc.stderr.strip().replace("\n", "; "))
+    if proc.returncode != 0:
+        log.warning("stopping nfsd in %s: %s", ns_path, _last_line(proc))
+
+
+def bdi_of(path: Path) -> Path:
+    st = os.stat(path)
+    return Path(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+
+
+def mount_options(path: Path) -> dict[str, str]:
+    """The options the kernel reports for the mount at `path` (from /proc/mounts)."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == str(path) and fields[2].startswith("nfs"):
+            out: dict[str, str] = {"fstype": fields[2], "source": fields[0]}
+            for opt in fields[3].split(","):
+                k, _, v = opt.partition("=")
+                out[k] = v
+            return out
+    raise ServiceError(f"{path} is not an NFS mount")
+
+
+class NfsMount:
+    """`worker` mounts `server`'s export at a mount point of the run's own."""
+
+    def __init__(self, net: Network, worker: str, server: NfsServer,
+                 spec: MountSpec | None = None, mountpoint: str | Path | None = None,
+                 subdir: str = "") -> None:
+        self.net = net
+        self.subdir = subdir.strip("/")
+        self.worker = worker
+        self.server = server
+        self.spec = spec or MountSpec()
+        self.path = Path(mountpoint) if mountpoint else net.run_dir / f"mnt-{worker}"
+        self.mounted = False
+
+    def __enter__(self) -> NfsMount:
+        self.mount()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unmount()
+
+    def mount(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        remote = self.server.remote_path(self.spec.vers).rstrip("/")
+        source = f"{self.server.address}:{remote}/{self.subdir}"
+        argv = self.net.cmd(self.worker, ["mount", "-t", "nfs", "-o", self.spec.options(),
+                                          source, str(self.path)])
+        self.server.wait_ready()
+        proc = _run(argv, 120, f"mount {source} on {self.worker}")
+        if proc.returncode != 0:
+            raise ServiceError(f"mount {source} on {self.worker} refused: {_last_line(proc)}")
+        self.mounted = True
+        self.net.state.add_mount(str(self.path))
+        self.net.callback(self.unmount)
+        if self.spec.read_ahead_kb is not None:
+            self.set_read_ahead(self.spec.read_ahead_kb)
+
+    def set_read_ahead(self, kib: int) -> None:
+        ra = bdi_of(self.path) / "read_ahead_kb"
+        try:
+            ra.write_text(str(kib))
+        except OSError as exc:
+            raise ServiceError(f"read_ahead_kb={kib} on {self.path}: {exc.strerror}") from None
+
+    def read_ahead_kb(self) -> int:
+        return int((bdi_of(self.path) / "read_ahead_kb").read_text())
+
+    def options(self) -> dict[str, str]:
+        """Mount options as the kernel reports them, plus the bdi's read-ahead."""
+        opts = mount_options(self.path)
+        opts["read_ahead_kb"] = str(self.read_ahead_kb())
+        return opts
+
+    def connections(self) -> int:
+        """Established TCP connections from this worker to the server's NFS port."""
+        with measure.in_namespace(self.net.namespace(self.worker)):
+            text = Path("/proc/net/tcp").read_text()
+        n = 0
+        for line in text.splitlines()[1:]:
+            f = line.split()
+            if len(f) > 3 and f[2].endswith(f":{NFS_PORT:04X}") and f[3] == "01":
+                n += 1
+        return n
+
+    def unmount(self) -> None:
+        if not self.mounted:
+            return
+        for flags in ([], ["-f"], ["-l"]):
+            proc = _run(["umount", *flags, str(self.path)], 60, f"umount {self.path}")
+            if proc.returncode == 0:
+                break
+            log.info("umount %s %s: %s", " ".join(flags), self.path, _last_line(proc))
+        else:
+            raise ServiceError(f"cannot unmount {self.path}: {_last_line(proc)}")
+        self.mounted = False
+        self.net.state.drop_mount(str(self.path))
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass

@@ -1,0 +1,111 @@
+"""Kernel nfsd in the storage namespace, kernel NFS client in each worker namespace,
+through the emulated fibre."""
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed import topology
+from testbed.errors import ServiceError
+from testbed.network.engine import Network
+from testbed.services.nfs import NfsMount, NfsServer
+from testbed.spec import MountSpec
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def site(tmp_path):
+    """apn, 2 workers, 1,000 km (9.8 ms RTT) at 200 Mbit/s, nfsd exporting tmp_path/data."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(3):
+        (data / f"f{i}.bin").write_bytes(os.urandom((2 + i) << 20))
+    net = Network(topology.build("apn", {"workers": 2, "distance_km": 1000,
+                                         "rate": "200mbit"}))
+    net.start()
+    try:
+        server = net.enter(NfsServer(net, "srv", data))
+        yield net, server, data
+    finally:
+        net.stop()
+
+
+def test_byte_identical_on_every_worker_and_options_read_back(site):
+    net, server, data = site
+    m1 = net.enter(NfsMount(net, "w1", server, MountSpec(nconnect=4, read_ahead_kb=16384)))
+    m2 = net.enter(NfsMount(net, "w2", server, MountSpec()))
+    for m in (m1, m2):
+        for f in sorted(data.iterdir()):
+            assert sha(m.path / f.name) == sha(f)
+    opts = m1.options()
+    assert opts["vers"] == "4.2" and opts["rsize"] == "1048576"
+    assert opts["nconnect"] == "4" and opts["read_ahead_kb"] == "16384"
+    assert m1.connections() == 4
+    assert m2.connections() == 1
+    assert m2.options()["read_ahead_kb"] == "128"  # the kernel default, untouched
+    assert server.threads() == 8
+
+
+def test_killed_server_gives_bounded_io_error_on_soft_mount(site):
+    net, server, data = site
+    m = net.enter(NfsMount(net, "w1", server, MountSpec(hard=False, timeo_ds=10, retrans=1)))
+    assert sha(m.path / "f0.bin") == sha(data / "f0.bin")
+    server.kill()
+    t0 = time.monotonic()
+    proc = subprocess.run(["dd", f"if={m.path / 'f2.bin'}", "of=/dev/null", "bs=1M"],
+                          capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode != 0 and "Input/output error" in proc.stderr, proc.stderr
+    assert elapsed < 30, elapsed  # timeo=1 s x (retrans+1), plus reconnect attempts
+
+
+def test_missing_export_path_is_a_clear_error(make_net, tmp_path):
+    net = make_net("apn", workers=1, distance_km=0)
+    with pytest.raises(ServiceError, match="does not exist"):
+        NfsServer(net, "srv", tmp_path / "nope").start()
+
+
+def test_refused_mount_reports_the_reason(site):
+    net, server, _ = site
+    with pytest.raises(ServiceError, match="refused: .*No such file or directory"):
+        NfsMount(net, "w1", server, subdir="not-exported").mount()
+    with pytest.raises(ServiceError, match="refused: .*Connection refused"):  # v4-only server
+        NfsMount(net, "w1", server, MountSpec(vers="3")).mount()
+
+
+def test_teardown_with_open_files_leaves_no_mounts_or_threads(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x").write_bytes(b"x" * 100_000)
+    net = Network(topology.build("apn", {"workers": 1, "distance_km": 10}))
+    net.start()
+    try:
+        server = net.enter(NfsServer(net, "srv", data))
+        m = net.enter(NfsMount(net, "w1", server))
+        # A reader that keeps the file open across teardown.
+        holder = subprocess.Popen(["sh", "-c", f"exec 3<{m.path / 'x'}; echo open; sleep 600"],
+                                  stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "open"
+        mount_path, ns = str(m.path), net.netns_path("srv")
+    finally:
+        net.stop()
+    # The lazily detached mount is gone from the tree; its last user can still be killed
+    # (hard NFS mounts wait killably), after which nothing of it remains.
+    holder.kill()
+    holder.wait(timeout=30)
+    assert mount_path not in Path("/proc/mounts").read_text()
+    assert not Path(mount_path).exists()
+    assert not list(Path("/run/apn-testbed").glob(f"{net.prefix}*"))
+    # Threads of nfsd in the (now deleted) namespace are gone: no nfsd kernel threads left.
+    threads = [p for p in os.listdir("/proc") if p.isdigit()
+               and Path(f"/proc/{p}/comm").exists()
+               and Path(f"/proc/{p}/comm").read_text().strip() == "nfsd"]
+    assert threads == []
+    assert not Path(ns).exists()
