@@ -1,0 +1,202 @@
+"""Training-input workload: dataset generation (storage side) and a loader feeding an
+emulated accelerator (GPU side). Knows nothing of NFS or namespaces: it reads files under
+a path.
+
+WorkloadSpec   batch size, emulated compute time per step, steps (+ warm-up), reader
+               threads, prefetch depth, shuffle; presets after MLPerf Storage.
+generate       N files of a given size, deterministic content (seeded per file), formats
+               raw / npz / record (length-prefixed records, TFRecord-like).
+run_loader     reader threads fill a bounded prefetch queue with batches; the accelerator
+               takes a batch (the wait is the stall) and "computes" for compute_s.
+               Returns per-step timings; summarise() turns them into AU, samples/s, MB/s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import random
+import statistics
+import struct
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from testbed.errors import SpecError
+
+FORMATS = ("raw", "npz", "record")
+RECORD_HEADER = struct.Struct("<Q")
+
+# MLPerf Storage v1 figures (anchors.md): sample size, batch, compute time per step, AU bar.
+PRESETS: dict[str, dict[str, Any]] = {
+    "unet3d-h100": {"sample_bytes": 146_600_000, "batch": 7, "compute_ms": 323.0, "au_bar": 90},
+    "resnet50-h100": {"sample_bytes": 114_000, "batch": 400, "compute_ms": 224.0, "au_bar": 90},
+    "cosmoflow-h100": {"sample_bytes": 2_828_000, "batch": 1, "compute_ms": 3.5, "au_bar": 70},
+}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    batch: int = 4
+    compute_ms: float = 50.0
+    steps: int = 20
+    warmup_steps: int = 3
+    readers: int = 4
+    prefetch: int = 2
+    shuffle: bool = True
+    seed: int = 1
+    au_bar: float = 90.0
+
+    def __post_init__(self) -> None:
+        for name, lo in (("batch", 1), ("steps", 1), ("readers", 1), ("prefetch", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < lo:
+                raise SpecError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
+            raise SpecError(f"warmup_steps: must be 0..steps-1, got {self.warmup_steps!r}")
+        if self.compute_ms < 0:
+            raise SpecError(f"compute_ms: must be >= 0, got {self.compute_ms}")
+        if not 0 < self.au_bar <= 100:
+            raise SpecError(f"au_bar: must be in (0, 100], got {self.au_bar}")
+
+
+def file_name(i: int, fmt: str) -> str:
+    return f"sample_{i:06d}.{ {'raw': 'bin', 'npz': 'npz', 'record': 'rec'}[fmt] }"
+
+
+def _content(i: int, size: int, seed: int) -> bytes:
+    return np.random.default_rng((seed, i)).integers(0, 256, size, dtype=np.uint8).tobytes()
+
+
+def generate(root: Path, files: int, file_bytes: int, fmt: str = "raw", seed: int = 7,
+             records_per_file: int = 8) -> list[Path]:
+    """Write `files` files of ~file_bytes under root; returns their paths (skips existing)."""
+    if fmt not in FORMATS:
+        raise SpecError(f"format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
+    if files < 1 or file_bytes < 1:
+        raise SpecError("dataset: files and file size must be >= 1")
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(files):
+        path = root / file_name(i, fmt)
+        paths.append(path)
+        if path.exists():
+            continue
+        data = _content(i, file_bytes, seed)
+        tmp = path.with_suffix(".tmp")
+        if fmt == "raw":
+            tmp.write_bytes(data)
+        elif fmt == "npz":
+            with open(tmp, "wb") as fh:
+                np.savez(fh, x=np.frombuffer(data, dtype=np.uint8))
+        else:
+            n = max(1, records_per_file)
+            step = -(-len(data) // n)
+            with open(tmp, "wb") as fh:
+                for k in range(0, len(data), step):
+                    rec = data[k:k + step]
+                    fh.write(RECORD_HEADER.pack(len(rec)))
+                    fh.write(rec)
+        tmp.rename(path)
+    return paths
+
+
+def expected_digest(i: int, file_bytes: int, seed: int = 7) -> str:
+    return hashlib.sha256(_content(i, file_bytes, seed)).hexdigest()
+
+
+def _read_file(path: Path) -> int:
+    n = 0
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return n
+            n += len(chunk)
+
+
+@dataclass
+class Step:
+    index: int
+    wait_s: float
+    compute_s: float
+    bytes: int
+    samples: int
+
+
+@dataclass
+class LoaderRun:
+    steps: list[Step] = field(default_factory=list)
+    error: str | None = None
+
+
+def run_loader(root: Path, spec: WorkloadSpec, pattern: str = "sample_*") -> LoaderRun:
+    """Feed an emulated accelerator from the files under root. Never raises for I/O errors:
+    the run reports them (a dead server must not hang or crash the experiment)."""
+    files = sorted(root.glob(pattern))
+    if not files:
+        raise SpecError(f"no dataset files under {root}")
+    rng = random.Random(spec.seed)
+    order: list[Path] = []
+    need = spec.steps * spec.batch
+    while len(order) < need:
+        epoch = list(files)
+        if spec.shuffle:
+            rng.shuffle(epoch)
+        order.extend(epoch)
+    batches = [order[i * spec.batch:(i + 1) * spec.batch] for i in range(spec.steps)]
+    q: queue.Queue[tuple[int, int] | BaseException] = queue.Queue(maxsize=spec.prefetch)
+    stop = threading.Event()
+    run = LoaderRun()
+
+    def producer() -> None:
+        with ThreadPoolExecutor(max_workers=spec.readers) as pool:
+            for batch in batches:
+                if stop.is_set():
+                    return
+                try:
+                    nbytes = sum(pool.map(_read_file, batch))
+                except OSError as exc:
+                    q.put(exc)
+                    return
+                q.put((nbytes, len(batch)))
+
+    t = threading.Thread(target=producer, daemon=True)
+    t.start()
+    for i in range(spec.steps):
+        t0 = time.perf_counter()
+        item = q.get()
+        wait = time.perf_counter() - t0
+        if isinstance(item, BaseException):
+            run.error = f"{type(item).__name__}: {item}"
+            break
+        t1 = time.perf_counter()
+        time.sleep(spec.compute_ms / 1000.0)  # the emulated accelerator
+        run.steps.append(Step(i, wait, time.perf_counter() - t1, item[0], item[1]))
+    stop.set()
+    t.join(timeout=5)
+    return run
+
+
+def summarise(run: LoaderRun, spec: WorkloadSpec) -> dict[str, float]:
+    """AU %, samples/s, MB/s, stall and epoch time over the steps after warm-up."""
+    steps = [s for s in run.steps if s.index >= spec.warmup_steps]
+    if not steps:
+        return {"au_pct": float("nan"), "samples_per_s": float("nan"),
+                "throughput_MB_s": float("nan"), "stall_s": float("nan"),
+                "wall_s": float("nan"), "step_wait_median_ms": float("nan")}
+    wall = sum(s.wait_s + s.compute_s for s in steps)
+    compute = sum(s.compute_s for s in steps)
+    return {
+        "au_pct": 100.0 * compute / wall if wall > 0 else float("nan"),
+        "samples_per_s": sum(s.samples for s in steps) / wall,
+        "throughput_MB_s": sum(s.bytes for s in steps) / wall / 1e6,
+        "stall_s": sum(s.wait_s for s in steps),
+        "wall_s": wall,
+        "step_wait_median_ms": 1000 * statistics.median(s.wait_s for s in steps),
+    }
