@@ -16,12 +16,9 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
-
-KEY_COLUMNS = ("point",)
-
 
 def environment() -> dict[str, Any]:
     def git(*args: str) -> str:
@@ -139,6 +136,3 @@ def window_bound_MB_s(readers: int, rsize: int, read_ahead_kb: int | None, file_
         return math.inf
     return readers * per_reader / (rtt_ms / 1000.0) / 1e6
 
-
-def as_rows(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [dict(i) for i in items]

@@ -28,7 +28,7 @@ import subprocess
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from mininet.topo import Topo
 from pyroute2 import IPRoute, netns
@@ -395,12 +395,3 @@ def ns_iproute(name: str) -> IPRoute:
     finally:
         netns.popns()
 
-
-def namespaces_of(prefix: str) -> Iterator[str]:
-    """Existing namespaces carrying `prefix`."""
-    if not NETNS_DIR.is_dir():
-        return
-    for entry in sorted(os.listdir(NETNS_DIR)):
-        m = state_mod.NAMESPACE_RE.match(entry)
-        if m and m.group(1) == prefix:
-            yield entry
