@@ -289,8 +289,10 @@ class Network:
             with open(path, "w") as fh:
                 fh.write(value)
         except OSError as exc:
-            if optional and isinstance(exc, FileNotFoundError):
-                log.debug("sysctl %s not per-namespace here; skipped", key)
+            # Global knobs (net.core.rmem_max...) are absent from, or read-only in, child
+            # namespaces depending on the kernel; TCP autotuning (tcp_rmem) does not need them.
+            if optional and isinstance(exc, (FileNotFoundError, PermissionError)):
+                log.debug("sysctl %s not writable per namespace here; skipped", key)
             else:
                 raise KernelError(f"sysctl {key}={value} in {self.namespace(node)}: "
                                   f"{exc.strerror}") from None
