@@ -147,7 +147,7 @@ def run_file(path: str | Path, out_dir: str | Path | None = None, resume: bool =
                                  "batch": wl.batch, "compute_ms": wl.compute_ms, **s,
                                  "window_bound_MB_s": results.window_bound_MB_s(
                                      wl.readers, mspec.rsize, mspec.read_ahead_kb,
-                                     file_bytes, mspec.nconnect, spec.rtt_ms),
+                                     file_bytes, spec.rtt_ms),
                                  "link_MB_s": spec.rate_mbit / 8,
                                  "error": r.error or ""})
                 for row in rows:

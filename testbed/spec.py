@@ -283,7 +283,8 @@ class MountSpec:
 
     read_ahead_kb: written to the mount's bdi (None keeps the kernel default, 128 KiB);
     actimeo_s: attribute cache time (None = kernel default); nocto: no close-to-open;
-    hard/soft with timeo_ds (tenths of a second) and retrans.
+    hard/soft with timeo_ds (tenths of a second) and retrans; fsc: read through the
+    GPU site's local FS-Cache (needs a running services.fscache.CacheFiles).
     """
 
     vers: str = "4.2"
@@ -296,6 +297,7 @@ class MountSpec:
     hard: bool = True
     timeo_ds: int = 600
     retrans: int = 2
+    fsc: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vers", str(self.vers))
@@ -318,6 +320,9 @@ class MountSpec:
             raise SpecError(f"timeo_ds: must be 1..6000 tenths of a second, got {self.timeo_ds!r}")
         if not isinstance(self.retrans, int) or not 0 <= self.retrans <= 20:
             raise SpecError(f"retrans: must be 0..20, got {self.retrans!r}")
+        for name in ("nocto", "hard", "fsc"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"{name}: must be true or false, got {getattr(self, name)!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MountSpec:
@@ -328,8 +333,8 @@ class MountSpec:
                             f"{', '.join(sorted(known))}")
         return cls(**dict(data))
 
-    def options(self) -> str:
-        """The -o string for mount.nfs."""
+    def options(self, fsc_tag: str = "") -> str:
+        """The -o string for mount.nfs; fsc_tag names this client's cache volume."""
         opts = [f"vers={self.vers}", "proto=tcp", f"rsize={self.rsize}", f"wsize={self.wsize}",
                 "hard" if self.hard else "soft", f"timeo={self.timeo_ds}",
                 f"retrans={self.retrans}", "retry=0"]
@@ -339,6 +344,10 @@ class MountSpec:
             opts.append(f"actimeo={self.actimeo_s}")
         if self.nocto:
             opts.append("nocto")
+        if self.fsc:
+            opts.append(f"fsc={fsc_tag}" if fsc_tag else "fsc")
         if self.vers == "3":
-            opts.append("nolock")
+            # No NLM (read-only training data, no statd in the worker) and the MOUNT
+            # protocol over TCP too, like the NFS traffic.
+            opts += ["nolock", "mountproto=tcp"]
         return ",".join(opts)

@@ -89,9 +89,12 @@ def clean_run(st: state_mod.RunState, report: CleanReport) -> None:
         if (NETNS_DIR / name).exists():
             netns.remove(name)
             report.namespaces.append(name)
-    for path in st.dirs:
-        if os.path.isdir(path):
+    for path in st.dirs:  # folders, and a few files (a cache's image)
+        if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
+            report.dirs.append(path)
+        elif os.path.isfile(path):
+            os.unlink(path)
             report.dirs.append(path)
     try:
         os.rmdir(state_mod.STATE_DIR / st.prefix)  # only if empty: never recurse into mounts

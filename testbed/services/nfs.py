@@ -116,15 +116,23 @@ class NfsServer:
         for v in ("4.1", "4.2"):
             if v not in self.spec.versions:
                 vflags += ["-N", v]
-        if v3:
-            raise ServiceError("NFSv3 needs rpcbind in the server namespace, not supported "
-                               "yet: use versions 4.1/4.2")
         nfsd_flags = " ".join(vflags + ["--no-udp"])
+        # NFSv3 clients find mountd and nfsd through the server's portmapper: a private
+        # rpcbind in this namespace, its /run (socket, lock, state) a tmpfs of this mount
+        # namespace only, so it never meets the host's rpcbind. It runs in mountd's process
+        # group and is stopped with it.
+        rpcbind = (
+            "mount -t tmpfs -o mode=0755,size=1m apn-rpcbind /run; rpcbind -f & "
+            "i=0; while [ ! -S /run/rpcbind.sock ] && [ $i -lt 200 ]; do sleep 0.05; "
+            "i=$((i+1)); done; [ -S /run/rpcbind.sock ] || { echo rpcbind did not start; "
+            "exit 1; }; "
+        ) if v3 else ""
         setup = (
             "echo 1048576 > /proc/fs/nfsd/max_block_size 2>/dev/null || true; "
             f"echo {self.spec.grace_s} > /proc/fs/nfsd/nfsv4gracetime; "
             f"echo {self.spec.lease_s} > /proc/fs/nfsd/nfsv4leasetime; "
             "exportfs -r; "
+            f"{rpcbind}"
             f"rpc.nfsd {nfsd_flags} {self.spec.threads}; "
             f"exec rpc.mountd -F {nfsd_flags}"
         )
@@ -238,6 +246,30 @@ def mount_options(path: Path) -> dict[str, str]:
     raise ServiceError(f"{path} is not an NFS mount")
 
 
+def mount_rpc_stats(path: Path) -> dict[str, dict[str, int]]:
+    """Per-operation RPC counters of the NFS mount at `path` (/proc/self/mountstats):
+    op -> ops, transmissions, timeouts, bytes_sent, bytes_recv, queue_ms, rtt_ms,
+    execute_ms (cumulative), plus "xprt" -> the transport's sends/recvs/backlog."""
+    names = ("ops", "trans", "timeouts", "bytes_sent", "bytes_recv", "queue_ms", "rtt_ms",
+             "execute_ms")
+    out: dict[str, dict[str, int]] = {}
+    mine = False
+    for line in Path("/proc/self/mountstats").read_text().splitlines():
+        if line.startswith("device "):
+            fields = line.split()
+            mine = len(fields) > 4 and fields[4] == str(path)
+            continue
+        if not mine:
+            continue
+        head, _, rest = line.strip().partition(":")
+        values = rest.split()
+        if head.isupper() and values and all(v.isdigit() for v in values[:8]):
+            out[head] = {n: int(v) for n, v in zip(names, values)}
+    if not out:
+        raise ServiceError(f"{path}: no NFS statistics in /proc/self/mountstats")
+    return out
+
+
 class NfsMount:
     """`worker` mounts `server`'s export at a mount point of the run's own."""
 
@@ -263,8 +295,10 @@ class NfsMount:
         self.path.mkdir(parents=True, exist_ok=True)
         remote = self.server.remote_path(self.spec.vers).rstrip("/")
         source = f"{self.server.address}:{remote}/{self.subdir}"
-        argv = self.net.cmd(self.worker, ["mount", "-t", "nfs", "-o", self.spec.options(),
-                                          source, str(self.path)])
+        # A cache volume per worker, as each GPU server would have its own cache.
+        opts = self.spec.options(fsc_tag=f"{self.net.prefix}-{self.worker}")
+        argv = self.net.cmd(self.worker, ["mount", "-t", "nfs", "-o", opts, source,
+                                          str(self.path)])
         self.server.wait_ready()
         proc = _run(argv, 120, f"mount {source} on {self.worker}")
         if proc.returncode != 0:
@@ -290,6 +324,9 @@ class NfsMount:
         opts = mount_options(self.path)
         opts["read_ahead_kb"] = str(self.read_ahead_kb())
         return opts
+
+    def rpc_stats(self) -> dict[str, dict[str, int]]:
+        return mount_rpc_stats(self.path)
 
     def connections(self) -> int:
         """Established TCP connections from this worker to the server's NFS port."""

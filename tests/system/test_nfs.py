@@ -109,3 +109,82 @@ def test_teardown_with_open_files_leaves_no_mounts_or_threads(tmp_path):
                and Path(f"/proc/{p}/comm").read_text().strip() == "nfsd"]
     assert threads == []
     assert not Path(ns).exists()
+
+
+def _pids_named(name: str) -> set[int]:
+    out = set()
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and Path(f"/proc/{p}/comm").read_text().strip() == name:
+                out.add(int(p))
+        except OSError:
+            pass
+    return out
+
+
+def test_nfsv3_through_a_private_rpcbind(tmp_path):
+    from testbed.spec import NfsServerSpec
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "v3.bin").write_bytes(os.urandom(3 << 20))
+    before = _pids_named("rpcbind")
+    net = Network(topology.build("apn", {"workers": 2, "distance_km": 60}))
+    net.start()
+    try:
+        server = net.enter(NfsServer(net, "srv", data, NfsServerSpec(versions=("3", "4.2"))))
+        m3 = net.enter(NfsMount(net, "w1", server, MountSpec(vers="3")))
+        m4 = net.enter(NfsMount(net, "w2", server, MountSpec(vers="4.2")))
+        assert m3.options()["vers"] == "3" and m4.options()["vers"] == "4.2"
+        assert sha(m3.path / "v3.bin") == sha(m4.path / "v3.bin") == sha(data / "v3.bin")
+        assert _pids_named("rpcbind") - before  # ours, in the server namespace
+        # The portmapper answers only inside the testbed: the root namespace has none of ours.
+        assert not Path("/run/rpcbind.sock").exists() or before
+    finally:
+        net.stop()
+    assert _pids_named("rpcbind") == before
+
+
+def _drop_caches() -> None:
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+
+
+def test_fscache_serves_the_second_read_locally(site):
+    """fsc mount: the first read crosses the fibre and fills the cache; after the page
+    cache is dropped the second read is served by the local cache (no new NFS READs)."""
+    from testbed.services.fscache import CacheFiles, fscache_stats
+    net, server, data = site
+    cache = net.enter(CacheFiles(net))
+    m = net.enter(NfsMount(net, "w1", server, MountSpec(fsc=True)))
+    assert "fsc" in m.options()
+    f = data / "f2.bin"
+    assert sha(m.path / f.name) == sha(f)
+    reads_cold = m.rpc_stats()["READ"]["ops"]
+    assert reads_cold >= 4  # 4 MiB at rsize 1 MiB, over the wire
+    deadline = time.monotonic() + 20  # cachefiles writes the cache asynchronously
+    while cache.used_bytes() < f.stat().st_size and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cache.used_bytes() >= f.stat().st_size
+    _drop_caches()
+    before = fscache_stats()
+    assert sha(m.path / f.name) == sha(f)
+    assert m.rpc_stats()["READ"]["ops"] == reads_cold  # nothing fetched again
+    after = fscache_stats()
+    assert any(after.get(k, 0) > before.get(k, 0) for k in after if "read" in k.lower())
+    cache_dir = cache.dir
+    net.stop()
+    assert not cache_dir.exists()
+
+
+def test_staged_copy_is_complete_and_timed(site):
+    from testbed.services.stage import StagedCopy
+    net, server, data = site
+    m = net.enter(NfsMount(net, "w1", server, MountSpec(nconnect=4)))
+    staged = StagedCopy(net, "w1", m.path, parallel=3)
+    res = staged.stage()
+    assert res.files == 3 and res.bytes == sum(f.stat().st_size for f in data.iterdir())
+    assert res.seconds > 0 and res.MB_s > 0
+    for f in data.iterdir():
+        assert sha(staged.path / f.name) == sha(f)
+    path = staged.path
+    net.stop()
+    assert not path.exists()

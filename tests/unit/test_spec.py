@@ -112,3 +112,25 @@ def test_names_ok(name):
 def test_names_rejected(name):
     with pytest.raises(SpecError):
         check_name(name)
+
+
+def test_mount_options_fsc_and_v3():
+    from testbed.spec import MountSpec
+    assert "fsc=tb1-w1" in MountSpec(fsc=True).options(fsc_tag="tb1-w1").split(",")
+    assert "fsc" not in MountSpec().options(fsc_tag="x")
+    v3 = MountSpec(vers="3").options().split(",")
+    assert "nolock" in v3 and "mountproto=tcp" in v3
+    with pytest.raises(SpecError, match="fsc: must be true or false"):
+        MountSpec(fsc="yes")
+
+
+def test_window_bound_follows_read_ahead_and_request_size():
+    from testbed.results import window_bound_MB_s
+    mib = 1 << 20
+    # 128 KiB read-ahead, 128 KiB reads: two 128 KiB windows per 29.4 ms RTT.
+    assert window_bound_MB_s(1, mib, None, 256 * mib, 29.4, 128 << 10) == pytest.approx(
+        2 * 131072 / 0.0294 / 1e6)
+    # Large reads: the window is one rsize; small files cap it; readers multiply it.
+    assert window_bound_MB_s(1, mib, None, 256 * mib, 10.0) == pytest.approx(2 * mib / 0.01 / 1e6)
+    assert window_bound_MB_s(2, mib, 16384, 4 * mib, 10.0) == pytest.approx(
+        2 * 4 * mib / 0.01 / 1e6)

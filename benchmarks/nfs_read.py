@@ -1,0 +1,89 @@
+"""Benchmark (lab kernel): one big file read cold over NFS through the fibre, default vs
+tuned mount options, next to the window/RTT bound and the link rate.
+
+    lab/run .venv/bin/python benchmarks/nfs_read.py [--mib 256] [--rate 1gbit]
+
+apn topology, one worker, the link at 1 Gbit/s (UML's one CPU moves ~80-120 MB/s of
+NFS at 0 km, so the link is about what the lab kernel sustains). For each distance and
+mount: fresh mount, page cache dropped, the file read sequentially in --bs KiB reads
+(128 KiB, as cp and cat do; the request size matters: the kernel's window is at least one
+request, up to rsize). "default" is the kernel's own choices (rsize negotiated = 1 MiB
+from the server, read-ahead 128 KiB, one connection); "tuned" sets rsize 1 MiB, nconnect 4 and a 16 MiB read-ahead. The bound is
+min(link, in-flight window / RTT), the window being two read-ahead windows (each the
+read-ahead or one rsize READ if larger): results.window_bound_MB_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from testbed import topology  # noqa: E402
+from testbed.network.engine import Network  # noqa: E402
+from testbed.results import window_bound_MB_s  # noqa: E402
+from testbed.services.nfs import NfsMount, NfsServer  # noqa: E402
+from testbed.spec import MountSpec, NfsServerSpec, parse_rate  # noqa: E402
+
+MOUNTS = {"default": MountSpec(),
+          "tuned": MountSpec(rsize=1 << 20, nconnect=4, read_ahead_kb=16384)}
+DISTANCES = (0, 60, 3000)
+
+
+def cold_read(path: Path, bs: int) -> float:
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    buf = bytearray(bs)
+    t0 = time.monotonic()
+    with open(path, "rb", buffering=0) as fh:
+        while fh.readinto(buf):
+            pass
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mib", type=int, default=256, help="file size (default 256 MiB)")
+    ap.add_argument("--rate", default="1gbit", help="fibre rate (default 1gbit)")
+    ap.add_argument("--bs", type=int, default=128,
+                    help="application read size in KiB (default 128, as cp and cat)")
+    ap.add_argument("--threads", type=int, default=8, help="nfsd threads (default 8)")
+    args = ap.parse_args()
+    link_MB_s = parse_rate(args.rate) / 8
+    topo = topology.build("apn", {"workers": 1, "distance_km": 0, "rate": args.rate})
+    with Network(topo) as net:
+        data = net.run_dir / "data"
+        data.mkdir()
+        net.callback(lambda: (data / "big.bin").unlink(missing_ok=True) or data.rmdir())
+        with open(data / "big.bin", "wb") as fh:
+            for _ in range(args.mib):
+                fh.write(os.urandom(1 << 20))
+        server = net.enter(NfsServer(net, "srv", data, NfsServerSpec(threads=args.threads)))
+        size = (data / "big.bin").stat().st_size
+        print(f"one {args.mib} MiB file, cold, apn 1 worker, link {args.rate} "
+              f"({link_MB_s:.0f} MB/s), {args.threads} nfsd threads, {args.bs} KiB reads")
+        print(f"{'km':>5} {'RTT ms':>7} {'mount':>8} {'MB/s':>7} {'bound MB/s':>10} "
+              f"{'of bound':>8}")
+        mbs: dict[tuple[int, str], float] = {}
+        for km in DISTANCES:
+            spec = net.set_fibre("srv", "s1", distance_km=km)
+            for name, mspec in MOUNTS.items():
+                with NfsMount(net, "w1", server, mspec) as m:
+                    opts = m.options()
+                    seconds = cold_read(m.path / "big.bin", args.bs << 10)
+                rate = size / 1e6 / seconds
+                mbs[(km, name)] = rate
+                bound = min(link_MB_s, window_bound_MB_s(
+                    1, int(opts["rsize"]), int(opts["read_ahead_kb"]), size, spec.rtt_ms,
+                    args.bs << 10))
+                print(f"{km:>5} {spec.rtt_ms:>7.2f} {name:>8} {rate:>7.1f} {bound:>10.1f} "
+                      f"{rate / bound:>8.2f}", flush=True)
+        for km in DISTANCES:
+            print(f"tuned/default at {km} km: {mbs[(km, 'tuned')] / mbs[(km, 'default')]:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

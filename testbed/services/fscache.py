@@ -1,0 +1,189 @@
+"""The GPU site's local read-through cache: the kernel's FS-Cache with cachefilesd.
+
+Why this cache: it is the one the kernel NFS client itself offers (`mount -o fsc`), sold by
+every Linux distribution for exactly this case (read-mostly data on a far NFS server), and
+it keeps the real client in the data path: the first epoch reads through the fibre and
+fills the cache, later epochs read the cache on the GPU site's local disk. Each worker
+mounts with its own cache volume (fsc=<prefix>-<worker>), as each GPU server would.
+
+CacheFiles  cachefilesd for one run. Its cache lives on a local filesystem of the GPU site:
+            a folder the user names (a real disk: ext4/xfs, which cachefiles needs), or by
+            default an ext4 filesystem of size_mib in a sparse image file of the run's,
+            loop-mounted (a dedicated cache disk of known size; tmpfs cannot back
+            cachefiles). Started before the fsc mounts, stopped after them (the kernel
+            withdraws the cache when the daemon closes /dev/cachefiles); mount, image and
+            folder are removed at teardown, and by `testbed clean` after a crash.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import ServiceError
+from testbed.network.engine import Network
+
+log = logging.getLogger(__name__)
+
+DEVICE = Path("/dev/cachefiles")
+STATS = Path("/proc/fs/fscache/stats")
+
+
+def _run(argv: list[str], what: str) -> None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise ServiceError(f"{what}: {argv[0]} not found (lab/provision installs it)") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines() or [f"exit {proc.returncode}"]
+        raise ServiceError(f"{what}: {lines[-1]}")
+
+
+def _load_module(module: str, device: Path, what: str) -> None:
+    """Load `module` unless `device` (which it provides) exists already."""
+    if device.exists():
+        return
+    proc = subprocess.run(["modprobe", module], capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0 or not device.exists():
+        raise ServiceError(f"the kernel has no {what}: "
+                           f"{(proc.stderr or f'no {device}').strip()}")
+
+
+def _has_user_xattrs(path: Path) -> bool:
+    try:
+        os.setxattr(path, "user.apn-testbed", b"1")
+        os.removexattr(path, "user.apn-testbed")
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+            return False
+        raise
+
+
+def fscache_stats() -> dict[str, int]:
+    """The kernel's FS-Cache counters (/proc/fs/fscache/stats) as flat name -> value."""
+    out: dict[str, int] = {}
+    try:
+        text = STATS.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        head, _, rest = line.partition(":")
+        for item in rest.split():
+            key, eq, value = item.partition("=")
+            if eq and value.isdigit():
+                out[f"{head.strip()}.{key}"] = int(value)
+    return out
+
+
+class CacheFiles:
+    """cachefilesd serving one run's FS-Cache (see the module docstring)."""
+
+    def __init__(self, net: Network, cache_dir: str | Path | None = None,
+                 size_mib: int = 1024) -> None:
+        if size_mib < 64:
+            raise ServiceError(f"cache size_mib must be >= 64, got {size_mib}")
+        self.net = net
+        self.wanted_dir = Path(cache_dir) if cache_dir else None
+        self.size_mib = size_mib
+        self.dir: Path | None = None
+        self.proc: subprocess.Popen[Any] | None = None
+
+    def __enter__(self) -> CacheFiles:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _make_dir(self) -> Path:
+        if self.wanted_dir is not None:
+            self.wanted_dir.mkdir(parents=True, exist_ok=True)
+            if not _has_user_xattrs(self.wanted_dir):
+                raise ServiceError(f"cache folder {self.wanted_dir} has no user xattrs: "
+                                   "cachefiles needs ext4, xfs or btrfs")
+            return self.wanted_dir
+        image = self.net.run_dir / "fscache.img"
+        mnt = self.net.run_dir / "fscache"
+        with open(image, "wb") as fh:
+            fh.truncate(self.size_mib << 20)  # sparse: memory is used as the cache fills
+        self.net.state.add_dir(str(image))
+        self.net.callback(self._remove, image)
+        _run(["mkfs.ext4", "-q", "-F", "-L", "apn-fscache", str(image)], "mkfs.ext4 cache")
+        _load_module("loop", Path("/dev/loop-control"), "loop devices")
+        mnt.mkdir(exist_ok=True)
+        self.net.callback(mnt.rmdir)
+        # mount -o loop sets up the loop device with autoclear: umount frees it.
+        _run(["mount", "-t", "ext4", "-o", "loop,noatime", str(image), str(mnt)],
+             "mount the cache filesystem")
+        self.net.state.add_mount(str(mnt))
+        self.net.callback(self._umount, mnt)
+        return mnt
+
+    def _umount(self, mnt: Path) -> None:
+        _run(["umount", str(mnt)], f"umount {mnt}")
+        self.net.state.drop_mount(str(mnt))
+
+    def _remove(self, path: Path) -> None:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        self.net.state.drop_dir(str(path))
+
+    def start(self) -> None:
+        _load_module("cachefiles", DEVICE, "cachefiles (FS-Cache) support")
+        if shutil.which("cachefilesd") is None:
+            raise ServiceError("cachefilesd not found (Debian package cachefilesd: "
+                               "lab/provision)")
+        self.dir = self._make_dir()
+        conf = self.net.run_dir / "cachefilesd.conf"
+        # Cull only when the cache's filesystem is nearly full (the defaults of Debian's
+        # config): a run's dataset is sized to fit.
+        if self.wanted_dir is not None:  # the user's folder: remove only what we add
+            self.net.callback(self._remove, self.dir / "cache")
+            self.net.callback(self._remove, self.dir / "graveyard")
+        conf.write_text(f"dir {self.dir}\ntag {self.net.prefix}\nbrun 10%\nbcull 7%\n"
+                        "bstop 3%\nfrun 10%\nfcull 7%\nfstop 3%\n")
+        self.net.callback(conf.unlink, missing_ok=True)
+        log_path = self.net.run_dir / "cachefilesd.log"
+        with open(log_path, "w") as log_file:
+            self.proc = self.net.popen_raw(["cachefilesd", "-n", "-s", "-f", str(conf)],
+                                           stdout=log_file, stderr=subprocess.STDOUT)
+        self.net.callback(log_path.unlink, missing_ok=True)
+        # Bound: cachefilesd creates its cache/ and graveyard/ folders once the kernel
+        # accepted the cache.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = log_path.read_text().strip().splitlines()[-1:] or ["(no output)"]
+                raise ServiceError(f"cachefilesd exited ({self.proc.returncode}): {tail[0]}")
+            if (self.dir / "cache").is_dir() and (self.dir / "graveyard").is_dir():
+                log.info("FS-Cache active in %s", self.dir)
+                return
+            time.sleep(0.05)
+        raise ServiceError(f"cachefilesd did not bind the cache in {self.dir} within 15 s")
+
+    def used_bytes(self) -> int:
+        """Bytes the cache holds on its filesystem (allocated blocks of its files)."""
+        if self.dir is None:
+            return 0
+        total = 0
+        for root, _dirs, files in os.walk(self.dir):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                except OSError:
+                    pass
+        return total
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.net.stop_proc(self.proc)
+            self.proc = None
