@@ -4,7 +4,9 @@ ResultStore   OUT/results.csv gets one row per finished point at once (a crash o
               loses nothing; `done()` lets a resumed run skip finished points); meta.json
               records the environment; results.parquet is written at the end if pyarrow
               is installed.
-plot          throughput and AU vs distance per setting, with the window/RTT bound.
+summary       median and spread per point; max_distance_meeting_bar; dlio_summary
+              (DLIO's summary.json keys); window/RTT and Mathis bounds.
+plot          throughput and AU vs the swept axis per setting, with both bounds.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -70,55 +73,119 @@ class ResultStore:
     def write_meta(self, meta: dict[str, Any]) -> None:
         (self.out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
 
-    def write_parquet(self) -> Path | None:
+    def write_parquet(self, df: pd.DataFrame | None = None) -> Path | None:
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             return None
         path = self.out / "results.parquet"
-        self.frame().to_parquet(path)
+        (self.frame() if df is None else df).to_parquet(path)
         return path
 
 
-def summary(df: pd.DataFrame, setting: str = "mount") -> pd.DataFrame:
-    """Median over repetitions per (setting, distance)."""
-    cols = ["throughput_MB_s", "samples_per_s", "au_pct", "slowdown_pct", "rtt_ms",
-            "window_bound_MB_s"]
-    g = df.groupby([setting, "distance_km"], sort=True)[cols].median().reset_index()
-    return g
+METRICS = ("throughput_MB_s", "samples_per_s", "au_pct", "slowdown_pct", "prep_s")
+CONTEXT = ("rtt_ms", "window_bound_MB_s", "mathis_MB_s", "cpu_busy_pct")
+CPU_BOUND_PCT = 90.0  # a point whose (lab) CPU was this busy measured the CPU, not the fibre
 
 
-def max_distance_meeting_bar(df: pd.DataFrame, bar: float, setting: str = "mount") -> dict[str, float | None]:
+def summary(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per point (the swept `keys`), over workers and repetitions: the median of each
+    metric and its spread (max - min, column <metric>_spread), the context columns'
+    medians, n rows, and cpu_bound (the lab's CPU, not the fibre, was the limit)."""
+    metrics = [c for c in METRICS if c in df.columns]
+    g = df.groupby(keys, sort=True, dropna=False)
+    out = g[metrics + [c for c in CONTEXT if c in df.columns]].median()
+    for c in metrics:
+        out[f"{c}_spread"] = g[c].max() - g[c].min()
+    out["n"] = g.size()
+    out["cpu_bound"] = (g["cpu_busy_pct"].max() >= CPU_BOUND_PCT) if "cpu_busy_pct" in df \
+        else False
+    return out.reset_index()
+
+
+def setting_label(row: pd.Series, keys: list[str]) -> str:
+    return ", ".join(f"{k}={row[k]}" for k in keys) or "all"
+
+
+def _groups(s: pd.DataFrame, keys: list[str]) -> Any:
+    return s.groupby(keys, sort=True) if keys else [((), s)]
+
+
+def max_distance_meeting_bar(df: pd.DataFrame, bar: float,
+                             setting_keys: list[str]) -> dict[str, float | None]:
     """Largest distance per setting whose median AU >= bar (None if none does)."""
     out: dict[str, float | None] = {}
-    for name, g in summary(df, setting).groupby(setting):
+    s = summary(df, setting_keys + ["distance_km"])
+    for _, g in _groups(s, setting_keys):
         ok = g[g["au_pct"] >= bar]["distance_km"]
-        out[str(name)] = float(ok.max()) if len(ok) else None
+        out[setting_label(g.iloc[0], setting_keys)] = float(ok.max()) if len(ok) else None
     return out
 
 
-def plot(df: pd.DataFrame, path: Path, bar: float, setting: str = "mount") -> Path:
+def mathis_MB_s(rtt_ms: float, loss_pct: float, connections: int = 1,
+                mss: int = 1448) -> float:
+    """Mathis et al. (1997): a loss-limited TCP flow moves at most MSS/RTT x 1.22/sqrt(p);
+    `connections` flows (nconnect) each get that. inf without loss."""
+    if loss_pct <= 0 or rtt_ms <= 0:
+        return math.inf
+    return connections * mss / (rtt_ms / 1000.0) * 1.22 / math.sqrt(loss_pct / 100.0) / 1e6
+
+
+def dlio_summary(rows: pd.DataFrame, bar: float) -> dict[str, Any]:
+    """A DLIO-style summary.json for one point: metrics over its workers x repetitions."""
+    au = [float(x) for x in rows["au_pct"]]
+    sps = [float(x) for x in rows["samples_per_s"]]
+    io = [float(x) for x in rows["throughput_MB_s"]]
+
+    def sd(xs: list[float]) -> float:
+        return statistics.pstdev(xs) if len(xs) > 1 else 0.0
+
+    return {
+        "num_accelerators": int(rows["worker"].nunique()),
+        "hostname": platform.node(),
+        "metric": {
+            "train_au_percentage": au,
+            "train_au_mean_percentage": statistics.fmean(au),
+            "train_au_stdev_percentage": sd(au),
+            "train_au_meet_expectation": "success" if statistics.fmean(au) >= bar else "fail",
+            "train_throughput_samples_per_second": sps,
+            "train_throughput_mean_samples_per_second": statistics.fmean(sps),
+            "train_throughput_stdev_samples_per_second": sd(sps),
+            "train_io_mean_MB_per_second": statistics.fmean(io),
+            "train_io_stdev_MB_per_second": sd(io),
+        },
+    }
+
+
+def plot(df: pd.DataFrame, path: Path, bar: float, x: str, setting_keys: list[str]) -> Path:
+    """Throughput (window/RTT bound dashed, Mathis bound dotted) and AU vs x, one line per
+    setting (the other swept keys)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    s = summary(df, setting)
+    s = summary(df, setting_keys + [x])
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name, g in s.groupby(setting):
-        line, = ax1.plot(g["distance_km"], g["throughput_MB_s"], "o-", label=f"{name} measured")
-        ax1.plot(g["distance_km"], g["window_bound_MB_s"], "--", color=line.get_color(),
-                 alpha=0.6, label=f"{name} window/RTT bound")
-        ax2.plot(g["distance_km"], g["au_pct"], "o-", color=line.get_color(), label=name)
-    ax1.set_xlabel("distance (km)")
-    ax1.set_ylabel("read throughput (MB/s)")
+    for _, g in _groups(s, setting_keys):
+        name = setting_label(g.iloc[0], setting_keys)
+        line, = ax1.plot(g[x], g["throughput_MB_s"], "o-", label=name)
+        ax1.plot(g[x], g["window_bound_MB_s"], "--", color=line.get_color(), alpha=0.6,
+                 label=f"{name}: window/RTT bound")
+        mathis = g["mathis_MB_s"].replace(math.inf, math.nan)
+        if mathis.notna().any():
+            ax1.plot(g[x], mathis, ":", color=line.get_color(), alpha=0.8,
+                     label=f"{name}: Mathis bound")
+        ax2.plot(g[x], g["au_pct"], "o-", color=line.get_color(), label=name)
+    ax1.set_xlabel(x)
+    ax1.set_ylabel("read throughput per worker (MB/s)")
     ax1.set_yscale("log")
-    ax1.legend(fontsize=7)
-    ax1.set_title("throughput vs distance")
+    ax1.legend(fontsize=6)
+    ax1.set_title(f"throughput vs {x}")
     ax2.axhline(bar, color="grey", ls=":", label=f"AU bar {bar:g}%")
-    ax2.set_xlabel("distance (km)")
+    ax2.set_xlabel(x)
     ax2.set_ylabel("accelerator utilisation (%)")
     ax2.set_ylim(0, 105)
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=6)
     ax2.set_title("emulated accelerator utilisation")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -2,25 +2,28 @@
 emulated accelerator (GPU side). Knows nothing of NFS or namespaces: it reads files under
 a path.
 
-WorkloadSpec   batch size, emulated compute time per step, steps (+ warm-up), reader
-               threads, prefetch depth, shuffle; presets after MLPerf Storage.
+WorkloadSpec   batch size, emulated compute time per step, steps (+ warm-up), readers
+               (threads or processes), prefetch depth, shuffle, file- or record-level
+               access; presets after MLPerf Storage (h100 and a100).
 generate       N files of a given size, deterministic content (seeded per file), formats
                raw / npz / record (length-prefixed records, TFRecord-like).
-run_loader     reader threads fill a bounded prefetch queue with batches; the accelerator
+run_loader     readers fill a bounded prefetch queue with batches; the accelerator
                takes a batch (the wait is the stall) and "computes" for compute_s.
                Returns per-step timings; summarise() turns them into AU, samples/s, MB/s.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import multiprocessing
 import queue
 import random
 import statistics
 import struct
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,12 +35,37 @@ from testbed.errors import SpecError
 FORMATS = ("raw", "npz", "record")
 RECORD_HEADER = struct.Struct("<Q")
 
-# MLPerf Storage v1 figures (anchors.md): sample size, batch, compute time per step, AU bar.
+# MLPerf Storage figures (mlcommons/storage storage-conf/workload/*.yaml; anchors.md):
+# sample size, batch, compute time per step, reader threads, AU pass bar.
 PRESETS: dict[str, dict[str, Any]] = {
-    "unet3d-h100": {"sample_bytes": 146_600_000, "batch": 7, "compute_ms": 323.0, "au_bar": 90},
-    "resnet50-h100": {"sample_bytes": 114_000, "batch": 400, "compute_ms": 224.0, "au_bar": 90},
-    "cosmoflow-h100": {"sample_bytes": 2_828_000, "batch": 1, "compute_ms": 3.5, "au_bar": 70},
+    "unet3d-h100": {"sample_bytes": 146_600_628, "batch": 7, "compute_ms": 323.0,
+                    "readers": 4, "au_bar": 90.0},
+    "unet3d-a100": {"sample_bytes": 146_600_628, "batch": 7, "compute_ms": 636.0,
+                    "readers": 4, "au_bar": 90.0},
+    "resnet50-h100": {"sample_bytes": 114_660, "batch": 400, "compute_ms": 224.0,
+                      "readers": 8, "au_bar": 90.0},
+    "resnet50-a100": {"sample_bytes": 114_660, "batch": 64, "compute_ms": 151.0,
+                      "readers": 8, "au_bar": 90.0},
+    "cosmoflow-h100": {"sample_bytes": 2_828_486, "batch": 1, "compute_ms": 3.5,
+                       "readers": 4, "au_bar": 70.0},
+    "cosmoflow-a100": {"sample_bytes": 2_828_486, "batch": 1, "compute_ms": 5.51,
+                       "readers": 4, "au_bar": 70.0},
 }
+READER_KINDS = ("thread", "process")
+ACCESS = ("file", "record")
+
+
+def preset(name: str, scale: float = 1.0) -> dict[str, Any]:
+    """A preset's fields; scale < 1 shrinks sample size AND compute time together, so the
+    bandwidth an accelerator demands stays the preset's while the lab's memory suffices."""
+    if name not in PRESETS:
+        raise SpecError(f"preset: unknown {name!r}; known: {', '.join(PRESETS)}")
+    if not 0 < scale <= 1:
+        raise SpecError(f"scale: must be in (0, 1], got {scale}")
+    p = dict(PRESETS[name])
+    p["sample_bytes"] = max(4096, int(p["sample_bytes"] * scale))
+    p["compute_ms"] = p["compute_ms"] * scale
+    return p
 
 
 @dataclass(frozen=True)
@@ -51,6 +79,9 @@ class WorkloadSpec:
     shuffle: bool = True
     seed: int = 1
     au_bar: float = 90.0
+    reader_kind: str = "thread"
+    access: str = "file"
+    read_kib: int = 1024
 
     def __post_init__(self) -> None:
         for name, lo in (("batch", 1), ("steps", 1), ("readers", 1), ("prefetch", 1)):
@@ -63,6 +94,13 @@ class WorkloadSpec:
             raise SpecError(f"compute_ms: must be >= 0, got {self.compute_ms}")
         if not 0 < self.au_bar <= 100:
             raise SpecError(f"au_bar: must be in (0, 100], got {self.au_bar}")
+        if self.reader_kind not in READER_KINDS:
+            raise SpecError(f"reader_kind: {self.reader_kind!r}; known: "
+                            f"{', '.join(READER_KINDS)}")
+        if self.access not in ACCESS:
+            raise SpecError(f"access: {self.access!r}; known: {', '.join(ACCESS)}")
+        if not isinstance(self.read_kib, int) or not 4 <= self.read_kib <= 65536:
+            raise SpecError(f"read_kib: must be 4..65536, got {self.read_kib!r}")
 
 
 def file_name(i: int, fmt: str) -> str:
@@ -110,14 +148,50 @@ def expected_digest(i: int, file_bytes: int, seed: int = 7) -> str:
     return hashlib.sha256(_content(i, file_bytes, seed)).hexdigest()
 
 
-def _read_file(path: Path) -> int:
+# A sample: (path, offset, length); length -1 = the whole file from offset.
+Sample = tuple[str, int, int]
+
+
+def _read_sample(sample: Sample, read_bytes: int = 1 << 20) -> int:
+    path, offset, length = sample
     n = 0
+    buf = bytearray(read_bytes)
+    view = memoryview(buf)
     with open(path, "rb", buffering=0) as fh:
-        while True:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                return n
-            n += len(chunk)
+        if offset:
+            fh.seek(offset)
+        while length < 0 or n < length:
+            want = read_bytes if length < 0 else min(read_bytes, length - n)
+            got = fh.readinto(view[:want])
+            if not got:
+                break
+            n += got
+    return n
+
+
+def samples_of(files: list[Path], access: str) -> list[Sample]:
+    """File-level: a sample is a file. Record-level: a sample is one record of a
+    record shard (8-byte length header + payload, written by generate(fmt="record")); the
+    offsets are read from the headers once, as a TFRecord index would give them."""
+    if access == "file":
+        return [(str(f), 0, -1) for f in files]
+    out: list[Sample] = []
+    for f in files:
+        size = f.stat().st_size
+        with open(f, "rb") as fh:
+            off = 0
+            while off + RECORD_HEADER.size <= size:
+                fh.seek(off)
+                (length,) = RECORD_HEADER.unpack(fh.read(RECORD_HEADER.size))
+                if off + RECORD_HEADER.size + length > size:
+                    raise SpecError(f"{f} is not a record shard (access = \"record\" needs "
+                                    "format = \"record\")")
+                out.append((str(f), off + RECORD_HEADER.size, length))
+                off += RECORD_HEADER.size + length
+        if not out or out[-1][0] != str(f):
+            raise SpecError(f"{f} is not a record shard (access = \"record\" needs "
+                            "format = \"record\")")
+    return out
 
 
 @dataclass
@@ -141,11 +215,12 @@ def run_loader(root: Path, spec: WorkloadSpec, pattern: str = "sample_*") -> Loa
     files = sorted(root.glob(pattern))
     if not files:
         raise SpecError(f"no dataset files under {root}")
+    samples = samples_of(files, spec.access)
     rng = random.Random(spec.seed)
-    order: list[Path] = []
+    order: list[Sample] = []
     need = spec.steps * spec.batch
     while len(order) < need:
-        epoch = list(files)
+        epoch = list(samples)
         if spec.shuffle:
             rng.shuffle(epoch)
         order.extend(epoch)
@@ -153,18 +228,26 @@ def run_loader(root: Path, spec: WorkloadSpec, pattern: str = "sample_*") -> Loa
     q: queue.Queue[tuple[int, int] | BaseException] = queue.Queue(maxsize=spec.prefetch)
     stop = threading.Event()
     run = LoaderRun()
+    read = functools.partial(_read_sample, read_bytes=spec.read_kib << 10)
+    pool: Executor
+    if spec.reader_kind == "process":
+        # Forked before any of our threads start (as DataLoader workers are), warmed up so
+        # that process start-up is not counted as I/O stall.
+        pool = ProcessPoolExecutor(spec.readers, mp_context=multiprocessing.get_context("fork"))
+        list(pool.map(abs, range(spec.readers)))
+    else:
+        pool = ThreadPoolExecutor(max_workers=spec.readers)
 
     def producer() -> None:
-        with ThreadPoolExecutor(max_workers=spec.readers) as pool:
-            for batch in batches:
-                if stop.is_set():
-                    return
-                try:
-                    nbytes = sum(pool.map(_read_file, batch))
-                except OSError as exc:
-                    q.put(exc)
-                    return
-                q.put((nbytes, len(batch)))
+        for batch in batches:
+            if stop.is_set():
+                return
+            try:
+                nbytes = sum(pool.map(read, batch))
+            except OSError as exc:
+                q.put(exc)
+                return
+            q.put((nbytes, len(batch)))
 
     t = threading.Thread(target=producer, daemon=True)
     t.start()
@@ -180,6 +263,7 @@ def run_loader(root: Path, spec: WorkloadSpec, pattern: str = "sample_*") -> Loa
         run.steps.append(Step(i, wait, time.perf_counter() - t1, item[0], item[1]))
     stop.set()
     t.join(timeout=5)
+    pool.shutdown(wait=False, cancel_futures=True)
     return run
 
 

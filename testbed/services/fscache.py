@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +95,14 @@ class CacheFiles:
         self.size_mib = size_mib
         self.dir: Path | None = None
         self.proc: subprocess.Popen[Any] | None = None
+        self._stack = ExitStack()  # this cache's own teardown (a run may use several)
 
     def __enter__(self) -> CacheFiles:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
     def _make_dir(self) -> Path:
         if self.wanted_dir is not None:
@@ -114,16 +116,16 @@ class CacheFiles:
         with open(image, "wb") as fh:
             fh.truncate(self.size_mib << 20)  # sparse: memory is used as the cache fills
         self.net.state.add_dir(str(image))
-        self.net.callback(self._remove, image)
+        self._stack.callback(self._remove, image)
         _run(["mkfs.ext4", "-q", "-F", "-L", "apn-fscache", str(image)], "mkfs.ext4 cache")
         _load_module("loop", Path("/dev/loop-control"), "loop devices")
         mnt.mkdir(exist_ok=True)
-        self.net.callback(mnt.rmdir)
+        self._stack.callback(mnt.rmdir)
         # mount -o loop sets up the loop device with autoclear: umount frees it.
         _run(["mount", "-t", "ext4", "-o", "loop,noatime", str(image), str(mnt)],
              "mount the cache filesystem")
         self.net.state.add_mount(str(mnt))
-        self.net.callback(self._umount, mnt)
+        self._stack.callback(self._umount, mnt)
         return mnt
 
     def _umount(self, mnt: Path) -> None:
@@ -138,6 +140,7 @@ class CacheFiles:
         self.net.state.drop_dir(str(path))
 
     def start(self) -> None:
+        self.net.callback(self.close)
         _load_module("cachefiles", DEVICE, "cachefiles (FS-Cache) support")
         if shutil.which("cachefilesd") is None:
             raise ServiceError("cachefilesd not found (Debian package cachefilesd: "
@@ -147,16 +150,16 @@ class CacheFiles:
         # Cull only when the cache's filesystem is nearly full (the defaults of Debian's
         # config): a run's dataset is sized to fit.
         if self.wanted_dir is not None:  # the user's folder: remove only what we add
-            self.net.callback(self._remove, self.dir / "cache")
-            self.net.callback(self._remove, self.dir / "graveyard")
+            self._stack.callback(self._remove, self.dir / "cache")
+            self._stack.callback(self._remove, self.dir / "graveyard")
         conf.write_text(f"dir {self.dir}\ntag {self.net.prefix}\nbrun 10%\nbcull 7%\n"
                         "bstop 3%\nfrun 10%\nfcull 7%\nfstop 3%\n")
-        self.net.callback(conf.unlink, missing_ok=True)
+        self._stack.callback(conf.unlink, missing_ok=True)
         log_path = self.net.run_dir / "cachefilesd.log"
         with open(log_path, "w") as log_file:
             self.proc = self.net.popen_raw(["cachefilesd", "-n", "-s", "-f", str(conf)],
                                            stdout=log_file, stderr=subprocess.STDOUT)
-        self.net.callback(log_path.unlink, missing_ok=True)
+        self._stack.callback(log_path.unlink, missing_ok=True)
         # Bound: cachefilesd creates its cache/ and graveyard/ folders once the kernel
         # accepted the cache.
         deadline = time.monotonic() + 15
@@ -184,6 +187,12 @@ class CacheFiles:
         return total
 
     def stop(self) -> None:
+        """Stop the daemon (the kernel withdraws the cache); the cache's files stay."""
         if self.proc is not None:
             self.net.stop_proc(self.proc)
             self.proc = None
+
+    def close(self) -> None:
+        """Stop the daemon, then unmount and remove the cache (idempotent)."""
+        self.stop()
+        self._stack.close()

@@ -41,3 +41,20 @@ def test_bad_specs():
         workload.WorkloadSpec(steps=3, warmup_steps=3)
     with pytest.raises(SpecError, match="format"):
         workload.generate(__import__("pathlib").Path("/nonexistent"), 1, 1, fmt="tfr")
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_record_level_access_reads_every_record(tmp_path, kind):
+    workload.generate(tmp_path, 3, 80_000, "record", records_per_file=4)
+    samples = workload.samples_of(sorted(tmp_path.glob("sample_*")), "record")
+    assert len(samples) == 12 and all(length == 20_000 for _, _, length in samples)
+    spec = workload.WorkloadSpec(batch=4, steps=3, warmup_steps=0, compute_ms=0,
+                                 access="record", reader_kind=kind, shuffle=False)
+    run = workload.run_loader(tmp_path, spec)
+    assert run.error is None and sum(s.bytes for s in run.steps) == 12 * 20_000
+
+
+def test_record_access_on_raw_files_is_a_clear_error(tmp_path):
+    workload.generate(tmp_path, 1, 10, "raw")
+    with pytest.raises(SpecError, match="not a record shard"):
+        workload.samples_of(sorted(tmp_path.glob("sample_*")), "record")
