@@ -28,7 +28,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import re
+import statistics
 import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
@@ -260,7 +262,8 @@ class _Runner:
                 **workload.summarise(r, wl), "prep_s": prep_s,
                 "window_bound_MB_s": min(spec.rate_mbit / 8, results.window_bound_MB_s(
                     wl.readers, mspec.rsize, mspec.read_ahead_kb, sample_bytes, spec.rtt_ms,
-                    wl.read_kib << 10)) if data_path == "direct" else spec.rate_mbit / 8,
+                    wl.read_kib << 10, meta_rtts=1 if wl.access == "file" else 0))
+                if data_path == "direct" else spec.rate_mbit / 8,
                 "mathis_MB_s": results.mathis_MB_s(spec.rtt_ms, spec.loss_pct, mspec.nconnect),
                 "link_MB_s": spec.rate_mbit / 8, "cpu_busy_pct": cpu_busy,
                 "error": r.error or "",
@@ -298,6 +301,13 @@ def run_file(path: str | Path, out_dir: str | Path | None = None, resume: bool =
         "baseline": "same settings at distance 0, no loss or jitter, same run",
         "cache": "cold client for every point (fresh mounts + drop_caches, fresh FS-Cache); "
                  "server data in memory (tmpfs)"})
+    base_walls: dict[str, list[float]] = {}
+    settings = [k for k in plan.sweep if k not in BASELINE_ZERO]
+    prior = store.frame() if resume else None
+    if prior is not None and not prior.empty:
+        for _, r in prior.iterrows():
+            if all(float(r.get(k, 0) or 0) == 0 for k in BASELINE_ZERO if k in r):
+                base_walls.setdefault(_setting_key(r, settings), []).append(float(r["wall_s"]))
     total = len(points) * plan.repetitions
     with Progress(console=console, refresh_per_second=1,
                   disable=not console.is_terminal) as progress:
@@ -322,10 +332,21 @@ def run_file(path: str | Path, out_dir: str | Path | None = None, resume: bool =
                     progress.update(task, description=pid)
                     if not console.is_terminal:
                         console.print(f"point {pid}")
-                    for row in runner.run_point(pt):
-                        store.append({"point": pid, "repetition": rep, **row})
+                    rows = runner.run_point(pt)
+                    key = _setting_key(pt, settings)
+                    if all(float(pt.get(k, 0) or 0) == 0 for k in BASELINE_ZERO):
+                        base_walls.setdefault(key, []).extend(r["wall_s"] for r in rows)
+                    base = statistics.median(base_walls[key]) if base_walls.get(key) \
+                        else math.nan
+                    for row in rows:
+                        store.append({"point": pid, "repetition": rep, **row,
+                                      "slowdown_pct": 100.0 * (row["wall_s"] / base - 1.0)})
                     progress.advance(task)
     return report(out, plan, console)
+
+
+def _setting_key(point: Any, settings: list[str]) -> str:
+    return "|".join(f"{k}={point[k]}" for k in settings)
 
 
 def _start_site(plan: Plan, net: Network, topo: topology.SiteTopo,
@@ -374,17 +395,23 @@ def report(out: Path, plan: Plan, console: Console) -> Path:
     df = _with_slowdown(df, keys)
     store.write_parquet(df)
     s = results.summary(df, keys)
-    table = Table(title=f"{plan.name}: median per point over workers x repetitions "
-                        f"(spread = max - min)")
-    for col in keys + ["RTT ms", "MB/s", "AU %", "+-", "slowdown %", "prep s", "bound MB/s",
-                       "note"]:
-        table.add_column(col, justify="right")
+    table = Table(title=f"{plan.name}: medians over workers x repetitions; +- = AU spread; "
+                        "bound = window/RTT MB/s", title_justify="left")
+    show_prep = bool((s["prep_s"] > 0).any())
+    show_note = bool(s["cpu_bound"].any())
+    cols = [k.replace("distance_km", "km") for k in keys] + ["RTT ms", "MB/s", "AU %", "+-",
+                                                              "slow %"]
+    cols += (["prep s"] if show_prep else []) + ["bound"] + (["note"] if show_note else [])
+    for col in cols:
+        table.add_column(col, justify="right", no_wrap=True)
     for _, r in s.iterrows():
-        note = "CPU-bound" if r["cpu_bound"] else ""
-        table.add_row(*[str(r[k]) for k in keys], f"{r['rtt_ms']:.2f}",
-                      f"{r['throughput_MB_s']:.1f}", f"{r['au_pct']:.1f}",
-                      f"{r['au_pct_spread']:.1f}", f"{r['slowdown_pct']:.1f}",
-                      f"{r['prep_s']:.1f}", f"{r['window_bound_MB_s']:.0f}", note)
+        cells = [f"{r[k]:g}" if isinstance(r[k], float) else str(r[k]) for k in keys]
+        cells += [f"{r['rtt_ms']:.2f}", f"{r['throughput_MB_s']:.1f}", f"{r['au_pct']:.1f}",
+                  f"{r['au_pct_spread']:.1f}", f"{r['slowdown_pct']:.1f}"]
+        cells += ([f"{r['prep_s']:.1f}"] if show_prep else []) + \
+            [f"{r['window_bound_MB_s']:.0f}"] + \
+            (["CPU-bound" if r["cpu_bound"] else ""] if show_note else [])
+        table.add_row(*cells)
     console.print(table)
     settings = [k for k in keys if k != "distance_km"]
     if len(plan.sweep.get("distance_km", [])) > 1:

@@ -194,17 +194,21 @@ def plot(df: pd.DataFrame, path: Path, bar: float, x: str, setting_keys: list[st
 
 
 def window_bound_MB_s(readers: int, rsize: int, read_ahead_kb: int | None, file_bytes: int,
-                      rtt_ms: float, request_bytes: int | None = None) -> float:
+                      rtt_ms: float, request_bytes: int | None = None,
+                      meta_rtts: int = 0) -> float:
     """In-flight bytes the settings allow / RTT. A sequential reader has at most two
     read-ahead windows outstanding (the kernel issues the next window asynchronously when
     the reader enters the current one); a window is the bdi's read-ahead, or the
     application's read request up to one rsize if larger (NFS sets the bdi's io_pages to
     rsize; request_bytes None = large reads), and never more than the file. nconnect
-    spreads those bytes over more connections but does not enlarge the window."""
+    spreads those bytes over more connections but does not enlarge the window.
+    meta_rtts: round trips each file costs besides its data (NFSv4 OPEN: 1; the client
+    sends CLOSE asynchronously), so a reader moves one file per
+    (meta_rtts + ceil(file / window)) RTTs."""
     ra = (read_ahead_kb if read_ahead_kb is not None else 128) * 1024
     request = rsize if request_bytes is None else min(request_bytes, rsize)
-    per_reader = min(file_bytes, 2 * max(ra, request))
+    window = 2 * max(ra, request)
     if rtt_ms <= 0:
         return math.inf
-    return readers * per_reader / (rtt_ms / 1000.0) / 1e6
-
+    rounds = meta_rtts + math.ceil(file_bytes / window)
+    return readers * file_bytes / (rounds * rtt_ms / 1000.0) / 1e6

@@ -1,0 +1,97 @@
+"""Experiments end to end in the lab kernel: CSV columns, AU falling with distance, the
+cache and staged data paths, and resume after the runner is killed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from testbed.experiment import run_file
+
+pytestmark = pytest.mark.system
+
+SHORT = """
+name = "short"
+[fixed]
+workers = 1
+rate = "1gbit"
+[sweep]
+distance_km = [0, 3000]
+{extra}
+[dataset]
+files = 12
+file_kib = 1024
+[workload]
+batch = 2
+compute_ms = 20
+steps = 8
+warmup_steps = 1
+readers = 1
+"""
+COLUMNS = {"point", "repetition", "worker", "distance_km", "rtt_ms", "throughput_MB_s",
+           "samples_per_s", "au_pct", "slowdown_pct", "window_bound_MB_s", "mathis_MB_s",
+           "rsize", "nconnect", "read_ahead_kb", "readers", "prefetch", "data_path",
+           "prep_s", "cpu_busy_pct", "error"}
+
+
+def test_short_sweep_columns_and_au_falls_with_distance(real_kernel, tmp_path):
+    f = tmp_path / "short.toml"
+    f.write_text(SHORT.format(extra=""))
+    out = run_file(f, tmp_path / "out")
+    df = pd.read_csv(out / "results.csv")
+    assert COLUMNS <= set(df.columns)
+    assert len(df) == 2 and df["error"].isna().all()
+    near = df[df.distance_km == 0].iloc[0]
+    far = df[df.distance_km == 3000].iloc[0]
+    assert far.rtt_ms == pytest.approx(29.4, abs=0.01)
+    assert far.au_pct < near.au_pct - 10  # data-heavy: 3,000 km starves the accelerator
+    assert near.slowdown_pct == pytest.approx(0) and far.slowdown_pct > 10
+    summaries = list((out / "dlio").glob("*/summary.json"))
+    assert len(summaries) == 2
+    m = json.loads(summaries[0].read_text())["metric"]
+    assert {"train_au_mean_percentage", "train_au_meet_expectation",
+            "train_throughput_mean_samples_per_second", "train_io_mean_MB_per_second"} <= set(m)
+    assert (out / "throughput_au_vs_distance_km.png").stat().st_size > 10_000
+
+
+def test_cache_and_staged_paths_report_preparation(real_kernel, tmp_path):
+    f = tmp_path / "paths.toml"
+    f.write_text(SHORT.format(extra='data_path = ["direct", "cache", "staged"]')
+                 .replace("distance_km = [0, 3000]", "distance_km = [0]"))
+    df = pd.read_csv(run_file(f, tmp_path / "out") / "results.csv")
+    prep = dict(zip(df.data_path, df.prep_s))
+    assert prep["direct"] == 0 and prep["cache"] > 0 and prep["staged"] > 0
+    assert df["error"].isna().all()
+    assert not list((tmp_path / "out").glob("*.img"))
+
+
+def test_resume_after_kill_measures_each_point_once(real_kernel, tmp_path):
+    f = tmp_path / "resume.toml"
+    f.write_text(SHORT.format(extra='nconnect = [1, 2]'))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "testbed.cli", "run", str(f), "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    csv = out / "results.csv"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if csv.exists() and len(csv.read_text().splitlines()) >= 2:  # header + one point
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    first = pd.read_csv(csv)
+    assert 1 <= len(first) < 4
+    clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"], capture_output=True,
+                           text=True, timeout=120)
+    assert clean.returncode == 0, clean.stderr
+    again = subprocess.run(argv + ["--resume"], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    df = pd.read_csv(csv)
+    assert len(df) == 4 and df["point"].is_unique
+    assert set(first["point"]) <= set(df["point"])
