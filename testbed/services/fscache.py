@@ -29,6 +29,7 @@ from typing import Any
 
 from testbed.errors import ServiceError
 from testbed.network.engine import Network
+from testbed.services import nfs
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,10 @@ STATS = Path("/proc/fs/fscache/stats")
 
 
 def _run(argv: list[str], what: str) -> None:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise ServiceError(f"{what}: {argv[0]} not found (lab/provision installs it)") from None
+    """Run a tool (nfs._run: bounded, clear error if missing); raise with its last line."""
+    proc = nfs._run(argv, 120, what)
     if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines() or [f"exit {proc.returncode}"]
-        raise ServiceError(f"{what}: {lines[-1]}")
+        raise ServiceError(f"{what}: {nfs._last_line(proc)}")
 
 
 def _load_module(module: str, device: Path, what: str) -> None:

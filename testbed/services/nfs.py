@@ -46,8 +46,7 @@ def _run(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProc
     except subprocess.TimeoutExpired:
         raise ServiceError(f"{what}: no answer within {timeout:g} s") from None
     except FileNotFoundError:
-        raise ServiceError(f"{what}: {argv[0]} not found (install nfs-kernel-server "
-                           "nfs-common: lab/provision)") from None
+        raise ServiceError(f"{what}: {argv[0]} not found (lab/provision installs it)") from None
     return proc
 
 
