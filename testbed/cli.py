@@ -6,6 +6,9 @@
     testbed clean                               remove leftovers of crashed runs (only ours)
     testbed run FILE [--out DIR] [--resume]     run an experiment (TOML)
     testbed demo [--out DIR]                    the small default experiment
+    testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
+                                                timestamped scapy probes: RTT, loss, reordering
+    testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F]   NFS READs and in-flight vs BDP
 
 Any TestbedError becomes one line on stderr and exit status 2; Ctrl-C exits 130 after
 teardown.
@@ -127,6 +130,52 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from testbed.packets import probe
+    if args.count < 1 or not 0 <= args.interval_ms <= 10_000:
+        raise TestbedError("probe: --count must be >= 1 and --interval-ms 0..10000")
+    _need_root("testbed probe")
+    kwargs = {"count": args.count, "interval_s": args.interval_ms / 1000.0,
+              "src": args.src, "dst": args.dst}
+    if args.run:
+        if args.name or args.param:
+            raise TestbedError("probe: give a topology NAME or --run PREFIX, not both")
+        src_ns, dst_ns = f"{args.run}-{args.src}", f"{args.run}-{args.dst}"
+        report = probe.probe(src_ns, dst_ns, probe.address_in(dst_ns), **kwargs)
+    else:
+        if not args.name:
+            raise TestbedError("probe: give a topology NAME (built for the probe) or "
+                               "--run PREFIX (one held by `testbed up`)")
+        from testbed import topology
+        from testbed.network.engine import Network
+        topo = topology.build(args.name, topology.parse_params(args.param))
+        with Network(topo) as net:
+            report = probe.probe(net.namespace(args.src), net.namespace(args.dst),
+                                 net.address(args.dst), **kwargs)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1))
+    else:
+        out.print(report.render())
+    return 0
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from testbed.packets import nfs_rpc
+    from testbed.spec import parse_rate
+    if args.rtt_ms < 0:
+        raise TestbedError("analyse: --rtt-ms must be >= 0")
+    bps = parse_rate(args.rate) * 1e6 if args.rate else 0.0
+    a = nfs_rpc.analyse(args.pcap, rate_bps=bps, rtt_s=args.rtt_ms / 1000.0)
+    for k, v in a.summary.items():
+        out.print(f"{k:>26}  {v:.4g}" if isinstance(v, float) else f"{k:>26}  {v}")
+    if args.png:
+        out.print(f"plot: {nfs_rpc.plot(a, args.png)}")
+    if args.csv:
+        a.rpcs.to_csv(args.csv, index=False)
+        out.print(f"RPCs: {args.csv}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="testbed", description=__doc__.split("\n\n")[0])
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv debug)")
@@ -158,6 +207,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a small experiment that finishes in a few minutes")
     demo.add_argument("--out", default=None)
     demo.set_defaults(func=cmd_demo)
+
+    pr = sub.add_parser("probe", help="probe a link with timestamped packets (scapy): RTT "
+                        "min/median/p99, one-way loss with its 95 % interval, reordering")
+    pr.add_argument("name", nargs="?", help="topology to build for the probe")
+    pr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    pr.add_argument("--run", metavar="PREFIX", help="probe a topology held by `testbed up`")
+    pr.add_argument("--src", default="w1", help="sending host (default w1)")
+    pr.add_argument("--dst", default="srv", help="destination host (default srv)")
+    pr.add_argument("--count", type=int, default=2000, help="probes (default 2000)")
+    pr.add_argument("--interval-ms", type=float, default=1.0, help="gap between probes")
+    pr.add_argument("--json", action="store_true", help="machine-readable output")
+    pr.set_defaults(func=cmd_probe)
+
+    an = sub.add_parser("analyse", help="dissect the NFS/RPC traffic of a capture (pcap): "
+                        "READ sizes, RPCs and bytes in flight vs the BDP, retransmissions")
+    an.add_argument("pcap")
+    an.add_argument("--rate", default="", help="path rate for the BDP, e.g. 1gbit")
+    an.add_argument("--rtt-ms", type=float, default=0.0, help="path RTT for the BDP")
+    an.add_argument("--png", default="", help="write the in-flight plot here")
+    an.add_argument("--csv", default="", help="write one row per RPC here")
+    an.set_defaults(func=cmd_analyse)
     return p
 
 

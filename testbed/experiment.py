@@ -16,6 +16,11 @@ File layout (see experiments/*.toml):
     [dataset]          files, file_kib, format, records_per_file
     [workload]         preset (+ scale), WorkloadSpec fields
     [cache] size_mib   [staging] parallel
+    [capture]          packet capture on the first worker during repetition 0 of every
+                       point: seconds (120), max_mib (256), keep_pcap (false); writes
+                       capture/<point>/{rpcs.csv,timeline.csv,summary.json,inflight.png}
+                       and adds the in-flight columns to that point's row. Capturing
+                       costs CPU: compare captured rows with each other (column captured).
 
 Per point: the fibre is set live, client caches dropped, every worker mounts fresh (cold
 reads), prepares its data path (cache: one pass fills FS-Cache through the fibre; staged:
@@ -44,6 +49,8 @@ from rich.table import Table
 from testbed import results, topology, workload
 from testbed.errors import SpecError, TestbedError
 from testbed.network.engine import Network
+from testbed.packets import nfs_rpc
+from testbed.packets.capture import Capture
 from testbed.services.fscache import CacheFiles
 from testbed.services.nfs import NfsMount, NfsServer
 from testbed.services.stage import StagedCopy
@@ -58,9 +65,35 @@ MOUNT_KEYS = ("mount", "vers", "rsize", "nconnect", "read_ahead_kb", "actimeo_s"
 LOADER_KEYS = ("batch", "compute_ms", "readers", "prefetch", "reader_kind", "access",
                "read_kib", "shuffle")
 DATA_PATHS = ("direct", "cache", "staged")
+CAPTURE_COLUMNS = ("reads_in_flight_mean", "read_bytes_in_flight_mean", "bdp_bytes",
+                   "in_flight_of_bdp", "read_size_median", "read_latency_median_ms",
+                   "retransmitted_to_client", "capture_dropped")
 SWEEPABLE = FIBRE_KEYS + TOPOLOGY_KEYS + MOUNT_KEYS + LOADER_KEYS + ("data_path",)
 # Impairments the co-located baseline does not have.
 BASELINE_ZERO = ("distance_km", "loss_pct", "jitter_ms")
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureOption:
+    seconds: float = 120.0
+    max_mib: int = 256
+    keep_pcap: bool = False
+
+    @classmethod
+    def from_dict(cls, where: str, cfg: dict[str, Any]) -> CaptureOption | None:
+        cfg = dict(cfg)
+        if not cfg.pop("enabled", True):
+            return None
+        unknown = set(cfg) - {"seconds", "max_mib", "keep_pcap"}
+        if unknown:
+            raise SpecError(f"{where}: [capture] unknown key(s) {', '.join(sorted(unknown))}; "
+                            "known: enabled, seconds, max_mib, keep_pcap")
+        opt = cls(**cfg)
+        if not (opt.seconds > 0 and isinstance(opt.max_mib, int) and opt.max_mib > 0
+                and isinstance(opt.keep_pcap, bool)):
+            raise SpecError(f"{where}: [capture] needs seconds > 0, an integer max_mib > 0 "
+                            "and a boolean keep_pcap")
+        return opt
 
 
 @dataclasses.dataclass
@@ -79,6 +112,7 @@ class Plan:
     records_per_file: int
     cache_mib: int
     stage_parallel: int
+    capture: CaptureOption | None = None
 
     def points(self) -> list[dict[str, Any]]:
         """Every combination, the baseline impairments innermost and ascending, so that a
@@ -154,7 +188,9 @@ def load(path: str | Path) -> Plan:
                 file_bytes=int(ds.get("file_kib", 1024)) * 1024, fmt=fmt,
                 records_per_file=int(ds.get("records_per_file", 8)),
                 cache_mib=int(cfg.get("cache", {}).get("size_mib", 1024)),
-                stage_parallel=int(cfg.get("staging", {}).get("parallel", 4)))
+                stage_parallel=int(cfg.get("staging", {}).get("parallel", 4)),
+                capture=CaptureOption.from_dict(str(p), cfg["capture"]) if "capture" in cfg
+                else None)
     for point in plan.points()[:1]:  # validate the specs a point builds, before any work
         _mount_spec(plan, point)
         _workload_spec(plan, point)
@@ -201,11 +237,68 @@ class _Runner:
     """Runs the points of one topology group on one network and nfsd."""
 
     def __init__(self, plan: Plan, net: Network, server: NfsServer, data_dir: Path,
-                 workers: list[str], fibre_key: tuple[str, str]) -> None:
+                 workers: list[str], fibre_key: tuple[str, str], out: Path) -> None:
         self.plan, self.net, self.server = plan, net, server
         self.data_dir, self.workers, self.fibre_key = data_dir, workers, fibre_key
+        self.out = out
 
-    def run_point(self, point: dict[str, Any]) -> list[dict[str, Any]]:
+    def run_point(self, point: dict[str, Any], rep: int = 0) -> list[dict[str, Any]]:
+        plan = self.plan
+        capture = None
+        if plan.capture is not None and rep == 0:
+            capture = self._capture(point)
+            capture.start()
+        try:
+            rows = self._run_point(point)
+        finally:
+            if capture is not None:
+                capture.stop()
+        if plan.capture is None:
+            return rows
+        for row in rows:  # every row has the same columns (one CSV header)
+            row["captured"] = capture is not None and row["worker"] == self.workers[0]
+            row.update(dict.fromkeys(CAPTURE_COLUMNS, math.nan))
+        if capture is not None:
+            rows[0].update(self._analyse(point, capture, rows[0]))
+        return rows
+
+    def _capture(self, point: dict[str, Any]) -> Capture:
+        assert self.plan.capture is not None
+        w = self.workers[0]
+        d = self.net.run_dir / "capture"
+        if not d.exists():
+            d.mkdir()
+            self.net.state.add_dir(str(d))
+            self.net.callback(_rmtree, d)
+        opt = self.plan.capture
+        return Capture(self.net.namespace(w), f"{w}-eth0", d / f"{_slug(point_id(point, 0))}.pcap",
+                       seconds=opt.seconds, max_bytes=opt.max_mib << 20)
+
+    def _analyse(self, point: dict[str, Any], cap: Capture, row: dict[str, Any]
+                 ) -> dict[str, Any]:
+        """Dissect the point's capture into capture/<point>/; the in-flight columns."""
+        assert self.plan.capture is not None
+        d = self.out / "capture" / _slug(point_id(point, 0))
+        d.mkdir(parents=True, exist_ok=True)
+        pcap = cap.result.path
+        try:
+            a = nfs_rpc.analyse(pcap, rate_bps=row["rate_mbit"] * 1e6,
+                                rtt_s=row["rtt_ms"] / 1000.0)
+            a.rpcs.to_csv(d / "rpcs.csv", index=False)
+            a.timeline.to_csv(d / "timeline.csv", index=False)
+            summary = {**a.summary, "capture_packets": cap.result.packets,
+                       "capture_dropped": cap.result.dropped,
+                       "capture_stopped_by": cap.result.stopped_by}
+            (d / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+            nfs_rpc.plot(a, d / "inflight.png", title=point_id(point, 0))
+        finally:
+            if self.plan.capture.keep_pcap:
+                pcap.replace(d / "capture.pcap")
+            else:
+                pcap.unlink(missing_ok=True)
+        return {k: summary[k] for k in CAPTURE_COLUMNS}
+
+    def _run_point(self, point: dict[str, Any]) -> list[dict[str, Any]]:
         plan = self.plan
         live = {k: plan.value(point, k) for k in FIBRE_KEYS if plan.value(point, k) is not None}
         spec = self.net.set_fibre(*self.fibre_key, **live)
@@ -326,13 +419,13 @@ def run_file(path: str | Path, out_dir: str | Path | None = None, resume: bool =
             if not todo:
                 continue
             with Network(topo) as net:
-                runner = _start_site(plan, net, topo, console)
+                runner = _start_site(plan, net, topo, console, out)
                 for pt, rep in todo:
                     pid = point_id(pt, rep)
                     progress.update(task, description=pid)
                     if not console.is_terminal:
                         console.print(f"point {pid}")
-                    rows = runner.run_point(pt)
+                    rows = runner.run_point(pt, rep)
                     key = _setting_key(pt, settings)
                     if all(float(pt.get(k, 0) or 0) == 0 for k in BASELINE_ZERO):
                         base_walls.setdefault(key, []).extend(r["wall_s"] for r in rows)
@@ -350,7 +443,7 @@ def _setting_key(point: Any, settings: list[str]) -> str:
 
 
 def _start_site(plan: Plan, net: Network, topo: topology.SiteTopo,
-                console: Console) -> _Runner:
+                console: Console, out: Path) -> _Runner:
     data_dir = net.run_dir / "dataset"
     data_dir.mkdir(exist_ok=True)
     net.state.add_dir(str(data_dir))
@@ -364,7 +457,7 @@ def _start_site(plan: Plan, net: Network, topo: topology.SiteTopo,
     fibres = list(net.fibre_links())
     if not fibres:
         raise SpecError("the experiment's topology has no fibre link to vary")
-    return _Runner(plan, net, server, data_dir, topology.worker_hosts(topo), fibres[0])
+    return _Runner(plan, net, server, data_dir, topology.worker_hosts(topo), fibres[0], out)
 
 
 def _with_slowdown(df: Any, keys: list[str]) -> Any:

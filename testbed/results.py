@@ -23,6 +23,9 @@ from typing import Any
 
 import pandas as pd
 
+from testbed.errors import TestbedError
+
+
 def environment() -> dict[str, Any]:
     def git(*args: str) -> str:
         try:
@@ -59,8 +62,15 @@ class ResultStore:
 
     def append(self, row: dict[str, Any]) -> None:
         new = not self.csv.exists()
+        fields = list(row)
+        if not new:
+            with open(self.csv, newline="") as fh:
+                fields = next(csv.reader(fh), fields)
+            if set(fields) != set(row):
+                raise TestbedError(f"{self.csv} has other columns than this run's rows (was "
+                                   "it written by another experiment file?): use --out elsewhere")
         with open(self.csv, "a", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(row))
+            w = csv.DictWriter(fh, fieldnames=fields)
             if new:
                 w.writeheader()
             w.writerow(row)

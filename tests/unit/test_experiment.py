@@ -88,3 +88,19 @@ def test_mathis_bound():
 def test_shipped_experiments_load():
     for f in sorted((experiment.REPO / "experiments").glob("*.toml")):
         experiment.load(f)
+
+
+def test_capture_option_parsed_and_checked(tmp_path):
+    base = '[sweep]\ndistance_km = [0, 60]\n'
+    f = tmp_path / "c.toml"
+    f.write_text(base + "[capture]\nseconds = 30\nkeep_pcap = true\n")
+    opt = experiment.load(f).capture
+    assert opt is not None and opt.seconds == 30 and opt.keep_pcap and opt.max_mib == 256
+    f.write_text(base + "[capture]\nenabled = false\n")
+    assert experiment.load(f).capture is None
+    f.write_text(base)
+    assert experiment.load(f).capture is None
+    for bad in ("secs = 3", "seconds = 0", "max_mib = 1.5", 'keep_pcap = "yes"'):
+        f.write_text(base + f"[capture]\n{bad}\n")
+        with pytest.raises(SpecError, match="capture"):
+            experiment.load(f)

@@ -1,0 +1,353 @@
+"""Dissect the NFS traffic of a capture: which READs the client asked for, how many RPCs
+and how many requested bytes were in flight over time against the path's bandwidth-delay
+product, and how many TCP segments were retransmitted.
+
+scapy dissects each frame down to TCP; the TCP byte streams of every NFS connection
+(port 2049) are reassembled in sequence order; ONC RPC records (RFC 5531, record marking)
+are read from the client's stream (calls: XID, program, NFSv3 procedure or NFSv4
+COMPOUND operations, READ offset and count) and from the server's stream (replies: XID,
+size, when the first and last byte reached the client).
+
+"In flight" is the application's view: an RPC is in flight from the capture time of its
+call until the last byte of its reply arrived; a READ's requested bytes are in flight as
+long as the READ is. To keep a path of rate R and round-trip time T full, the requested
+bytes in flight must reach R x T (the BDP); a default mount asks for far less.
+
+    table = analyse(pcap, rate_bps=1e9, rtt_s=0.0294)
+    table.rpcs, table.timeline, table.summary ; plot(table, "inflight.png")
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+from scapy.error import Scapy_Exception
+from scapy.utils import RawPcapReader
+
+from testbed.errors import SpecError
+
+NFS_PORT = 2049
+NFS_PROGRAM = 100003
+CALL, REPLY = 0, 1
+MAX_RECORD = 64 << 20
+V3_PROCS = {0: "NULL", 1: "GETATTR", 3: "LOOKUP", 4: "ACCESS", 6: "READ", 7: "WRITE",
+            8: "CREATE", 16: "READDIR", 17: "READDIRPLUS", 18: "FSSTAT", 19: "FSINFO",
+            20: "PATHCONF", 21: "COMMIT"}
+V4_OPS = {3: "ACCESS", 4: "CLOSE", 9: "GETATTR", 10: "GETFH", 15: "LOOKUP", 18: "OPEN",
+          22: "PUTFH", 24: "PUTROOTFH", 25: "READ", 26: "READDIR", 38: "WRITE",
+          40: "BACKCHANNEL_CTL", 42: "EXCHANGE_ID", 43: "CREATE_SESSION",
+          44: "DESTROY_SESSION", 47: "GETDEVICEINFO", 50: "LAYOUTGET", 52: "SECINFO_NO_NAME",
+          53: "SEQUENCE", 57: "DESTROY_CLIENTID", 58: "RECLAIM_COMPLETE"}
+# v4 operations whose arguments we can step over to reach the one that names the RPC
+_V4_PREFIX = {53: 32, 24: 0, 10: 0}  # SEQUENCE, PUTROOTFH, GETFH: fixed sizes
+OP_PUTFH, OP_READ = 22, 25
+
+
+class _Xdr:
+    def __init__(self, data: bytes | memoryview, pos: int = 0) -> None:
+        self.data, self.pos = data, pos
+
+    def u32(self) -> int:
+        (v,) = struct.unpack_from("!I", self.data, self.pos)
+        self.pos += 4
+        return int(v)
+
+    def u64(self) -> int:
+        (v,) = struct.unpack_from("!Q", self.data, self.pos)
+        self.pos += 8
+        return int(v)
+
+    def opaque(self) -> None:
+        n = self.u32()
+        self.pos += (n + 3) & ~3
+
+    def skip(self, n: int) -> None:
+        self.pos += n
+
+
+@dataclass
+class _Stream:
+    """One direction of one TCP connection, as captured."""
+    base: int | None = None  # sequence number of the stream's first byte
+    segments: list[tuple[int, bytes, float]] = field(default_factory=list)
+    highest: int = 0  # highest sequence end seen so far (relative)
+    out_of_order: int = 0  # segments that arrived below it: retransmitted or reordered
+    data_segments: int = 0
+
+    def add(self, seq: int, payload: bytes, t: float, syn: bool) -> None:
+        if syn:
+            self.base = (seq + 1) & 0xFFFFFFFF
+            return
+        if not payload:
+            return
+        if self.base is None:
+            self.base = seq
+        rel = (seq - self.base) & 0xFFFFFFFF
+        if rel >= 1 << 31:  # before the first byte we saw: not part of our stream
+            return
+        self.data_segments += 1
+        if rel < self.highest:
+            self.out_of_order += 1
+        self.highest = max(self.highest, rel + len(payload))
+        self.segments.append((rel, payload, t))
+
+    def assemble(self) -> tuple[bytes, list[int], list[float]]:
+        """The contiguous stream from its first byte up to the first hole, and a map from
+        stream offsets to the time those bytes could be delivered (running max of
+        arrival times: bytes past a hole wait for it to fill)."""
+        buf = bytearray()
+        starts: list[int] = []
+        times: list[float] = []
+        ready = 0.0
+        for rel, payload, t in sorted(self.segments, key=lambda s: (s[0], s[2])):
+            end = rel + len(payload)
+            if rel > len(buf):
+                break  # a hole the capture never saw filled
+            if end <= len(buf):
+                continue
+            ready = max(ready, t)
+            starts.append(len(buf))
+            times.append(ready)
+            buf += payload[len(buf) - rel:]
+        return bytes(buf), starts, times
+
+
+def _time_at(starts: list[int], times: list[float], offset: int) -> float:
+    return times[max(0, bisect.bisect_right(starts, offset) - 1)]
+
+
+def _records(stream: bytes) -> list[tuple[int, int, bytes]]:
+    """(offset of the record mark, record length, first bytes of the body) of each
+    complete ONC RPC record in a stream (fragments joined)."""
+    out = []
+    pos = 0
+    while pos + 4 <= len(stream):
+        start, length, body = pos, 0, b""
+        while True:
+            (mark,) = struct.unpack_from("!I", stream, pos)
+            frag = mark & 0x7FFFFFFF
+            if frag > MAX_RECORD:
+                return out  # not a record mark: the stream did not start at one
+            if pos + 4 + frag > len(stream):
+                return out  # the capture ended inside this record
+            if len(body) < 512:
+                body += stream[pos + 4:pos + 4 + min(frag, 512)]
+            length += frag
+            pos += 4 + frag
+            if mark & 0x80000000 or pos + 4 > len(stream):
+                break
+        out.append((start, 4 + length, body))
+    return out
+
+
+def _parse_call(body: bytes) -> dict[str, Any] | None:
+    x = _Xdr(body)
+    try:
+        xid, mtype = x.u32(), x.u32()
+        if mtype != CALL:
+            return None
+        _rpcvers, prog, vers, proc = x.u32(), x.u32(), x.u32(), x.u32()
+        x.skip(4)
+        x.opaque()  # credential
+        x.skip(4)
+        x.opaque()  # verifier
+        call: dict[str, Any] = {"xid": xid, "prog": prog, "vers": vers, "op": f"proc{proc}",
+                                "offset": None, "count": None}
+        if prog != NFS_PROGRAM:
+            call["op"] = f"prog{prog}"
+        elif vers == 3:
+            call["op"] = V3_PROCS.get(proc, f"proc{proc}")
+            if proc == 6:
+                x.opaque()  # file handle
+                call["offset"], call["count"] = x.u64(), x.u32()
+        elif vers == 4 and proc == 1:
+            x.opaque()  # tag
+            x.skip(4)  # minor version
+            numops = x.u32()
+            call["op"] = "COMPOUND"
+            for _ in range(numops):
+                op = x.u32()
+                if op in _V4_PREFIX:
+                    x.skip(_V4_PREFIX[op])
+                elif op == OP_PUTFH:
+                    x.opaque()
+                else:
+                    call["op"] = V4_OPS.get(op, f"op{op}")
+                    if op == OP_READ:
+                        x.skip(16)  # stateid
+                        call["offset"], call["count"] = x.u64(), x.u32()
+                    break
+        elif proc == 0:
+            call["op"] = "NULL"
+        return call
+    except struct.error:
+        return None
+
+
+@dataclass
+class Analysis:
+    rpcs: pd.DataFrame
+    timeline: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def analyse(pcap: Path | str, rate_bps: float = 0.0, rtt_s: float = 0.0,
+            port: int = NFS_PORT) -> Analysis:
+    """Dissect the NFS/RPC traffic in a pcap (frames as seen by the client)."""
+    pcap = Path(pcap)
+    if not pcap.is_file():
+        raise SpecError(f"no capture file {pcap}")
+    streams: dict[tuple[int, bool], _Stream] = defaultdict(_Stream)  # (client port, to server)
+    t0: float | None = None
+    frames = 0
+    try:
+        reader = RawPcapReader(str(pcap))
+    except Scapy_Exception as exc:
+        raise SpecError(f"{pcap}: not a pcap capture ({exc})") from None
+    with reader:
+        scale = 1e-9 if getattr(reader, "nano", False) else 1e-6
+        for data, meta in reader:
+            frames += 1
+            t = meta.sec + meta.usec * scale
+            t0 = t if t0 is None else t0
+            pkt = Ether(data)
+            tcp = pkt.getlayer(TCP)
+            if tcp is None or pkt.getlayer(IP) is None or port not in (tcp.sport, tcp.dport):
+                continue
+            to_server = tcp.dport == port
+            conn = tcp.sport if to_server else tcp.dport
+            streams[(conn, to_server)].add(int(tcp.seq), bytes(tcp.payload), t - t0,
+                                           bool(int(tcp.flags) & 0x02))
+    rows: list[dict[str, Any]] = []
+    skipped = 0
+    for (conn, to_server), stream in sorted(streams.items()):
+        if not to_server:
+            continue
+        calls_data, c_starts, c_times = stream.assemble()
+        replies = streams.get((conn, False), _Stream())
+        reply_data, r_starts, r_times = replies.assemble()
+        calls: dict[int, dict[str, Any]] = {}
+        for start, _length, body in _records(calls_data):
+            call = _parse_call(body)
+            if call is None:
+                continue
+            call.update(conn=conn, call_s=_time_at(c_starts, c_times, start))
+            calls[call["xid"]] = call
+        if calls_data and not calls:
+            skipped += 1  # joined mid-record (no SYN in the capture): not resynchronised
+        for start, length, body in _records(reply_data):
+            if len(body) < 8:
+                continue
+            xid, mtype = struct.unpack_from("!II", body)
+            call = calls.pop(xid, None)
+            if mtype != REPLY or call is None:
+                continue
+            call.update(reply_bytes=length,
+                        reply_first_s=_time_at(r_starts, r_times, start),
+                        reply_last_s=_time_at(r_starts, r_times, start + length - 1))
+            rows.append(call)
+        for call in calls.values():  # no reply in the capture
+            rows.append(dict(call, reply_bytes=None, reply_first_s=None, reply_last_s=None))
+    cols = ["conn", "xid", "vers", "op", "offset", "count", "call_s", "reply_first_s",
+            "reply_last_s", "reply_bytes"]
+    rpcs = pd.DataFrame(rows, columns=cols).sort_values("call_s", ignore_index=True)
+    rpcs["latency_ms"] = (rpcs["reply_last_s"] - rpcs["call_s"]) * 1000.0
+    timeline = _timeline(rpcs)
+    summary = _summary(rpcs, timeline, streams, rate_bps, rtt_s)
+    summary.update(frames=frames, streams_skipped=skipped)
+    return Analysis(rpcs, timeline, summary)
+
+
+def _timeline(rpcs: pd.DataFrame) -> pd.DataFrame:
+    """Step series: after each event, the RPCs, READs and requested READ bytes in flight."""
+    done = rpcs.dropna(subset=["reply_last_s"])
+    events: list[tuple[float, int, int, int]] = []
+    for r in done.itertuples():
+        is_read = r.op == "READ"
+        nbytes = int(r.count) if is_read and r.count == r.count else 0
+        events.append((float(r.call_s), 1, int(is_read), nbytes))
+        events.append((float(r.reply_last_s), -1, -int(is_read), -nbytes))
+    events.sort(key=lambda e: (e[0], e[1]))  # at one instant, completions first
+    rows, n, reads, nbytes = [], 0, 0, 0
+    for t, dn, dr, db in events:
+        n, reads, nbytes = n + dn, reads + dr, nbytes + db
+        rows.append((t, n, reads, nbytes))
+    return pd.DataFrame(rows, columns=["t_s", "rpcs_in_flight", "reads_in_flight",
+                                       "read_bytes_in_flight"])
+
+
+def _time_weighted(timeline: pd.DataFrame, col: str) -> float:
+    if len(timeline) < 2:
+        return 0.0
+    t = timeline["t_s"].to_numpy()
+    v = timeline[col].to_numpy()
+    span = t[-1] - t[0]
+    return float((v[:-1] * (t[1:] - t[:-1])).sum() / span) if span > 0 else 0.0
+
+
+def _summary(rpcs: pd.DataFrame, timeline: pd.DataFrame, streams: dict[tuple[int, bool], _Stream],
+             rate_bps: float, rtt_s: float) -> dict[str, Any]:
+    reads = rpcs[rpcs["op"] == "READ"]
+    answered = reads.dropna(subset=["reply_last_s"])
+    sizes = reads["count"].dropna().astype(int)
+    span = (answered["reply_last_s"].max() - answered["call_s"].min()) if len(answered) else 0
+    bdp = rate_bps / 8 * rtt_s
+    mean_bytes = _time_weighted(timeline, "read_bytes_in_flight")
+    to_client = [s for (_, up), s in streams.items() if not up]
+    return {
+        "rpcs": len(rpcs),
+        "reads": len(reads),
+        "read_bytes": int(sizes.sum()),
+        "read_size_median": int(sizes.median()) if len(sizes) else 0,
+        "read_size_max": int(sizes.max()) if len(sizes) else 0,
+        "read_latency_median_ms": float(answered["latency_ms"].median()) if len(answered)
+        else float("nan"),
+        "reads_in_flight_max": int(timeline["reads_in_flight"].max()) if len(timeline) else 0,
+        "reads_in_flight_mean": _time_weighted(timeline, "reads_in_flight"),
+        "read_bytes_in_flight_max": int(timeline["read_bytes_in_flight"].max())
+        if len(timeline) else 0,
+        "read_bytes_in_flight_mean": mean_bytes,
+        "bdp_bytes": bdp,
+        "in_flight_of_bdp": mean_bytes / bdp if bdp else float("nan"),
+        "read_MB_s": float(answered["count"].sum() / span / 1e6) if span else float("nan"),
+        "connections": len(to_client),
+        "data_segments_to_client": sum(s.data_segments for s in to_client),
+        "retransmitted_to_client": sum(s.out_of_order for s in to_client),
+    }
+
+
+def plot(result: Analysis, path: Path | str, title: str = "") -> Path:
+    """Two panels over time: READs in flight; requested READ MiB in flight vs the BDP."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl, s = result.timeline, result.summary
+    fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5))
+    if len(tl):
+        ax1.step(tl["t_s"], tl["reads_in_flight"], where="post", lw=0.8)
+        ax2.step(tl["t_s"], tl["read_bytes_in_flight"] / 2**20, where="post", lw=0.8,
+                 label="requested READ bytes in flight")
+    if s.get("bdp_bytes"):
+        ax2.axhline(s["bdp_bytes"] / 2**20, color="k", ls="--", lw=1,
+                    label=f"BDP {s['bdp_bytes'] / 2**20:.1f} MiB")
+    ax1.set_ylabel("READ RPCs in flight")
+    ax2.set_ylabel("MiB in flight")
+    ax2.set_xlabel("time since capture start (s)")
+    ax2.legend(loc="upper right", fontsize=8)
+    kib = s.get("read_size_median", 0) // 1024
+    ax1.set_title((f"{title}: " if title else "") + f"{s.get('reads', 0)} READs, median "
+                  f"{kib} KiB, {s.get('read_MB_s', 0):.1f} MB/s", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,285 @@
+"""Timestamped probes across a running topology, built and parsed with scapy.
+
+ICMP echo requests carry a 32-bit sequence number and their send time. A raw ICMP socket
+in the source namespace sends them and receives the replies (round-trip time); a raw ICMP
+socket in the destination namespace sees each request arrive (one-way loss, one-way delay
+and reordering of the forward direction) while the destination kernel answers it. Receive
+times are the kernels' own (SO_TIMESTAMPNS), and every namespace shares one clock, so the
+one-way delay needs no clock sync. No listener process is needed at either end.
+
+    report = probe(src_ns, dst_ns, dst_ip, count=1000, interval_s=0.001)
+    print(report.render())
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import statistics
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from scapy.layers.inet import ICMP, IP
+from scapy.packet import Raw
+from scapy.utils import checksum
+
+from testbed.errors import SpecError
+from testbed.network.engine import NETNS_DIR, ns_iproute
+from testbed.network.measure import binomial_ci, in_namespace
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+PAYLOAD = struct.Struct("!IQ")  # sequence number, send time (ns, CLOCK_REALTIME)
+ECHO_REQUEST, ECHO_REPLY = 8, 0
+MAX_COUNT = 1_000_000
+
+
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
+
+
+def _icmp_socket(namespace: str) -> socket.socket:
+    with in_namespace(namespace):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)  # the kernel counts what we drop
+    try:  # past net.core.rmem_max (root only; it is read-only in a child namespace)
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+    sock.settimeout(0.1)
+    return sock
+
+
+@dataclass
+class _Inbox:
+    """Raw datagrams and their kernel receive times; parsed after the run so that the
+    receiving threads keep up with the sender."""
+    packets: list[tuple[bytes, int]] = field(default_factory=list)
+    socket_drops: int = 0
+
+
+def _receive(sock: socket.socket, stop: threading.Event, inbox: _Inbox) -> None:
+    """Read until `stop` is set and the socket is empty."""
+    while True:
+        try:
+            data, anc, _flags, _addr = sock.recvmsg(2048, 128)
+        except TimeoutError:
+            if stop.is_set():
+                return
+            continue
+        except OSError:
+            return
+        rx_ns = time.time_ns()
+        for level, kind, value in anc:
+            if level != socket.SOL_SOCKET:
+                continue
+            if kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", value[:16])
+                rx_ns = sec * 1_000_000_000 + nsec
+            elif kind == SO_RXQ_OVFL:
+                inbox.socket_drops = struct.unpack("I", value[:4])[0]
+        inbox.packets.append((data, rx_ns))
+
+
+def _ours(inbox: _Inbox, ident: int, icmp_type: int) -> list[tuple[int, int, int]]:
+    """(seq, sent_ns, received_ns) of our probes of icmp_type, in arrival order."""
+    out = []
+    for data, rx_ns in inbox.packets:
+        icmp = IP(data).getlayer(ICMP)
+        if icmp is None or icmp.type != icmp_type or icmp.id != ident:
+            continue
+        load = bytes(icmp.payload)
+        if len(load) >= PAYLOAD.size:
+            seq, sent_ns = PAYLOAD.unpack_from(load)
+            out.append((seq, sent_ns, rx_ns))
+    return out
+
+
+def _rtt_s(packet: tuple[bytes, int]) -> float:
+    """The RTT of one received reply, from its echoed send time (0 if not ours)."""
+    data, rx_ns = packet
+    at = (data[0] & 0x0F) * 4 + 8  # past the IP and ICMP headers
+    if len(data) < at + PAYLOAD.size:
+        return 0.0
+    return max(0.0, (rx_ns - PAYLOAD.unpack_from(data, at)[1]) / 1e9)
+
+
+def address_in(namespace: str) -> str:
+    """The first IPv4 address of a host namespace (for probing a run held elsewhere)."""
+    if not (NETNS_DIR / namespace).exists():
+        raise SpecError(f"no namespace {namespace}: is the run up (`testbed up` prints its "
+                        "prefix) and is the host name right?")
+    with ns_iproute(namespace) as ipr:
+        for msg in ipr.get_addr(family=socket.AF_INET):
+            if msg.get_attr("IFA_LABEL") != "lo":
+                return str(msg.get_attr("IFA_ADDRESS"))
+    raise SpecError(f"namespace {namespace} has no IPv4 address")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+@dataclass
+class ProbeReport:
+    """What `count` probes from src to dst saw. Loss is the forward (src -> dst) one-way
+    loss; `returned` counts replies, so round-trip loss is 1 - returned / sent."""
+    src: str
+    dst: str
+    sent: int
+    interval_s: float
+    rtt_ms: list[float] = field(default_factory=list)
+    one_way_ms: list[float] = field(default_factory=list)
+    arrived: int = 0
+    returned: int = 0
+    reordered: int = 0
+    duplicates: int = 0
+    socket_drops: int = 0  # probes our own sockets dropped (the figures are then unsound)
+
+    @property
+    def loss(self) -> float:
+        return 1.0 - self.arrived / self.sent
+
+    def loss_ci(self, z: float = 1.96) -> tuple[float, float]:
+        """Wilson interval of the forward loss fraction (z=1.96: 95 %)."""
+        return binomial_ci(self.sent - self.arrived, self.sent, z)
+
+    @property
+    def round_trip_loss(self) -> float:
+        return 1.0 - self.returned / self.sent
+
+    @property
+    def reorder_fraction(self) -> float:
+        return self.reordered / self.arrived if self.arrived else 0.0
+
+    def rtt(self, q: float) -> float:
+        return _percentile(self.rtt_ms, q) if self.rtt_ms else math.nan
+
+    @property
+    def rtt_min_ms(self) -> float:
+        return min(self.rtt_ms) if self.rtt_ms else math.nan
+
+    @property
+    def rtt_median_ms(self) -> float:
+        return statistics.median(self.rtt_ms) if self.rtt_ms else math.nan
+
+    @property
+    def rtt_p99_ms(self) -> float:
+        return self.rtt(0.99)
+
+    @property
+    def one_way_median_ms(self) -> float:
+        return statistics.median(self.one_way_ms) if self.one_way_ms else math.nan
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        lo, hi = self.loss_ci()
+        return {
+            "src": self.src, "dst": self.dst, "sent": self.sent, "arrived": self.arrived,
+            "returned": self.returned, "rtt_min_ms": self.rtt_min_ms,
+            "rtt_median_ms": self.rtt_median_ms, "rtt_p99_ms": self.rtt_p99_ms,
+            "one_way_median_ms": self.one_way_median_ms, "loss_pct": 100 * self.loss,
+            "loss_ci95_lo_pct": 100 * lo, "loss_ci95_hi_pct": 100 * hi,
+            "round_trip_loss_pct": 100 * self.round_trip_loss,
+            "reordered_pct": 100 * self.reorder_fraction, "duplicates": self.duplicates,
+            "socket_drops": self.socket_drops,
+        }
+
+    def render(self) -> str:
+        lo, hi = self.loss_ci()
+        return "\n".join([
+            f"probe {self.src} -> {self.dst}: {self.sent} ICMP probes every "
+            f"{self.interval_s * 1000:g} ms",
+            f"  RTT ms        min {self.rtt_min_ms:.3f}  median {self.rtt_median_ms:.3f}  "
+            f"p99 {self.rtt_p99_ms:.3f}   ({self.returned} replies)",
+            f"  one-way ms    median {self.one_way_median_ms:.3f}  ({self.src} -> {self.dst})",
+            f"  one-way loss  {100 * self.loss:.3f} %  (95 % CI {100 * lo:.3f} - "
+            f"{100 * hi:.3f} %; {self.sent - self.arrived} of {self.sent})",
+            f"  reordered     {100 * self.reorder_fraction:.3f} %  ({self.reordered} arrived "
+            f"after a later probe; {self.duplicates} duplicates)",
+        ] + ([f"  WARNING: our sockets dropped {self.socket_drops} probes; loss is overstated"]
+             if self.socket_drops else []))
+
+
+def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
+          interval_s: float = 0.001, payload_bytes: int = 56, linger_s: float = 1.0,
+          src: str = "", dst: str = "") -> ProbeReport:
+    """Send `count` probes from the namespace src_ns to dst_ip (in dst_ns), one every
+    interval_s, then wait linger_s (longer if the RTT is) for the last replies."""
+    if not 1 <= count <= MAX_COUNT:
+        raise SpecError(f"count: must be 1..{MAX_COUNT}, got {count}")
+    if not 0 <= interval_s <= 10:
+        raise SpecError(f"interval: must be 0..10 s, got {interval_s}")
+    if not PAYLOAD.size <= payload_bytes <= 1400:
+        raise SpecError(f"payload: must be {PAYLOAD.size}..1400 bytes, got {payload_bytes}")
+    ident = (os.getpid() ^ threading.get_ident()) & 0xFFFF
+    tx = _icmp_socket(src_ns)
+    rx = _icmp_socket(dst_ns)
+    stop = threading.Event()
+    replies, arrivals = _Inbox(), _Inbox()
+    threads = [threading.Thread(target=_receive, args=(sock, stop, box), daemon=True)
+               for sock, box in ((tx, replies), (rx, arrivals))]
+    for t in threads:
+        t.start()
+    # scapy builds the probe once; each send patches in its sequence number and send time
+    # and recomputes the checksum, so the timestamp is taken microseconds before sendto().
+    template = bytes(ICMP(type=ECHO_REQUEST, id=ident, seq=0, chksum=0)
+                     / Raw(b"\0" * payload_bytes))
+    try:
+        start = time.perf_counter()
+        for seq in range(count):
+            delay = start + seq * interval_s - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            buf = bytearray(template)
+            struct.pack_into("!H", buf, 6, seq & 0xFFFF)
+            PAYLOAD.pack_into(buf, 8, seq, time.time_ns())
+            struct.pack_into("!H", buf, 2, checksum(bytes(buf)))
+            tx.sendto(buf, (dst_ip, 0))
+        last_send = time.monotonic()
+        deadline = last_send + linger_s
+        while time.monotonic() < deadline:
+            got = len(replies.packets)
+            if got >= count and len(arrivals.packets) >= count:
+                break
+            if got:  # a long path: wait three of its RTTs past the last send
+                deadline = max(deadline, last_send + min(3 * _rtt_s(replies.packets[-1]), 10.0))
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for t in threads:  # each drains its socket first
+            t.join(timeout=30)
+        tx.close()
+        rx.close()
+    rep = _report(src or src_ns, dst or dst_ns, count, interval_s,
+                  _ours(replies, ident, ECHO_REPLY), _ours(arrivals, ident, ECHO_REQUEST))
+    rep.socket_drops = replies.socket_drops + arrivals.socket_drops
+    return rep
+
+
+def _report(src: str, dst: str, sent: int, interval_s: float,
+            replies: list[tuple[int, int, int]],
+            arrivals: list[tuple[int, int, int]]) -> ProbeReport:
+    rep = ProbeReport(src, dst, sent, interval_s)
+    seen: set[int] = set()
+    highest = -1
+    for seq, sent_ns, rx_ns in arrivals:  # in arrival order
+        if seq in seen:
+            rep.duplicates += 1
+            continue
+        seen.add(seq)
+        if seq < highest:
+            rep.reordered += 1
+        highest = max(highest, seq)
+        rep.one_way_ms.append((rx_ns - sent_ns) / 1e6)
+    rep.arrived = len(seen)
+    back: set[int] = set()
+    for seq, sent_ns, rx_ns in replies:
+        if seq not in back:
+            back.add(seq)
+            rep.rtt_ms.append((rx_ns - sent_ns) / 1e6)
+    rep.returned = len(back)
+    return rep
