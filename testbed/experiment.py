@@ -16,6 +16,7 @@ File layout (see experiments/*.toml):
     [dataset]          files, file_kib, format, records_per_file
     [workload]         preset (+ scale), WorkloadSpec fields
     [cache] size_mib   [staging] parallel
+    [server]           NfsServerSpec fields: threads (8), versions (["4.1", "4.2"])
     [capture]          packet capture on the first worker during repetition 0 of every
                        point: seconds (120), max_mib (256), keep_pcap (false); writes
                        capture/<point>/{rpcs.csv,timeline.csv,summary.json,inflight.png}
@@ -54,7 +55,7 @@ from testbed.packets.capture import Capture
 from testbed.services.fscache import CacheFiles
 from testbed.services.nfs import NfsMount, NfsServer
 from testbed.services.stage import StagedCopy
-from testbed.spec import MountSpec
+from testbed.spec import MountSpec, NfsServerSpec
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_FILE = REPO / "experiments" / "demo.toml"
@@ -113,6 +114,7 @@ class Plan:
     cache_mib: int
     stage_parallel: int
     capture: CaptureOption | None = None
+    server: NfsServerSpec = NfsServerSpec()
 
     def points(self) -> list[dict[str, Any]]:
         """Every combination, the baseline impairments innermost and ascending, so that a
@@ -190,11 +192,18 @@ def load(path: str | Path) -> Plan:
                 cache_mib=int(cfg.get("cache", {}).get("size_mib", 1024)),
                 stage_parallel=int(cfg.get("staging", {}).get("parallel", 4)),
                 capture=CaptureOption.from_dict(str(p), cfg["capture"]) if "capture" in cfg
-                else None)
+                else None, server=_server_spec(str(p), cfg.get("server", {})))
     for point in plan.points()[:1]:  # validate the specs a point builds, before any work
         _mount_spec(plan, point)
         _workload_spec(plan, point)
     return plan
+
+
+def _server_spec(where: str, cfg: dict[str, Any]) -> NfsServerSpec:
+    try:
+        return NfsServerSpec(**cfg)
+    except TypeError as exc:
+        raise SpecError(f"{where}: [server]: {exc}") from None
 
 
 def _mount_spec(plan: Plan, point: dict[str, Any]) -> MountSpec:
@@ -453,7 +462,7 @@ def _start_site(plan: Plan, net: Network, topo: topology.SiteTopo,
                       records_per_file=plan.records_per_file)
     console.print(f"dataset: {plan.files} x {plan.file_bytes >> 10} KiB {plan.fmt} files "
                   f"generated in {time.monotonic() - t0:.1f} s")
-    server = net.enter(NfsServer(net, topology.storage_hosts(topo)[0], data_dir))
+    server = net.enter(NfsServer(net, topology.storage_hosts(topo)[0], data_dir, plan.server))
     fibres = list(net.fibre_links())
     if not fibres:
         raise SpecError("the experiment's topology has no fibre link to vary")

@@ -51,6 +51,11 @@ def test_byte_identical_on_every_worker_and_options_read_back(site):
     assert m2.connections() == 1
     assert m2.options()["read_ahead_kb"] == "128"  # the kernel default, untouched
     assert server.threads() == 8
+    idents = [subprocess.run(["nsenter", f"--net={net.netns_path(w)}", "unshare", "--mount",
+                              "sh", "-c", "mount -t sysfs sysfs /sys && "
+                              "cat /sys/fs/nfs/net/nfs_client/identifier"],
+                             capture_output=True, text=True).stdout.strip() for w in ("w1", "w2")]
+    assert idents[0] != idents[1] and "(null)" not in idents, idents  # two NFSv4 clients
 
 
 def test_killed_server_gives_bounded_io_error_on_soft_mount(site):

@@ -104,3 +104,13 @@ def test_capture_option_parsed_and_checked(tmp_path):
         f.write_text(base + f"[capture]\n{bad}\n")
         with pytest.raises(SpecError, match="capture"):
             experiment.load(f)
+
+
+def test_server_table(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('[sweep]\ndistance_km = [0]\n[server]\nthreads = 64\n')
+    assert experiment.load(f).server.threads == 64
+    for bad in ("threads = 0", "thread = 8"):
+        f.write_text(f'[sweep]\ndistance_km = [0]\n[server]\n{bad}\n')
+        with pytest.raises(SpecError):
+            experiment.load(f)
