@@ -140,7 +140,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.run:
         if args.name or args.param:
             raise TestbedError("probe: give a topology NAME or --run PREFIX, not both")
-        src_ns, dst_ns = f"{args.run}-{args.src}", f"{args.run}-{args.dst}"
+        from testbed.network.engine import namespace_name
+        src_ns, dst_ns = namespace_name(args.run, args.src), namespace_name(args.run, args.dst)
         report = probe.probe(src_ns, dst_ns, probe.address_in(dst_ns), **kwargs)
     else:
         if not args.name:

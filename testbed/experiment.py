@@ -280,7 +280,8 @@ class _Runner:
             self.net.state.add_dir(str(d))
             self.net.callback(_rmtree, d)
         opt = self.plan.capture
-        return Capture(self.net.namespace(w), f"{w}-eth0", d / f"{_slug(point_id(point, 0))}.pcap",
+        return Capture(self.net.namespace(w), topology.interface_name(w, 0),
+                       d / f"{_slug(point_id(point, 0))}.pcap",
                        seconds=opt.seconds, max_bytes=opt.max_mib << 20)
 
     def _analyse(self, point: dict[str, Any], cap: Capture, row: dict[str, Any]

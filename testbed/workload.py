@@ -7,8 +7,9 @@ WorkloadSpec   batch size, emulated compute time per step, steps (+ warm-up), re
                access; presets after MLPerf Storage (h100 and a100).
 generate       N files of a given size, deterministic content (seeded per file), formats
                raw / npz / record (length-prefixed records, TFRecord-like).
-run_loader     readers fill a bounded prefetch queue with batches; the accelerator
-               takes a batch (the wait is the stall) and "computes" for compute_s.
+run_loader     `prefetch` batches stay requested from the readers (sample by sample);
+               the accelerator takes a batch (the wait is the stall) and "computes"
+               for compute_s, and the next batch is requested.
                Returns per-step timings; summarise() turns them into AU, samples/s, MB/s.
 """
 
@@ -156,9 +157,8 @@ _buffers = threading.local()
 
 
 def _buffer(size: int) -> memoryview:
-    """This reader's read buffer, reused across samples as fio reuses its own: a fresh
-    1 MiB buffer per sample costs an mmap and 256 page faults, which on the lab kernel
-    (UML) made the loader 25-45 % slower than fio on memory-speed reads."""
+    """This reader's read buffer, reused across samples as fio reuses its own (a fresh
+    1 MiB buffer per sample is an mmap and page faults that fio does not pay)."""
     view: memoryview | None = getattr(_buffers, "view", None)
     if view is None or len(view) != size:
         view = _buffers.view = memoryview(bytearray(size))

@@ -68,7 +68,7 @@ class Network:
     def namespace(self, node: str) -> str:
         if node not in self.topo.g.node:
             raise SpecError(f"unknown node {node!r}")
-        return f"{self.prefix}-{node}"
+        return namespace_name(self.prefix, node)
 
     def netns_path(self, node: str) -> str:
         return str(NETNS_DIR / self.namespace(node))
@@ -387,6 +387,11 @@ def create_namespace(name: str) -> None:
         raise
     finally:
         netns.popns()
+
+
+def namespace_name(prefix: str, node: str) -> str:
+    """The namespace of `node` in the run `prefix` (also how a held run is found)."""
+    return f"{prefix}-{node}"
 
 
 def ns_iproute(name: str) -> IPRoute:

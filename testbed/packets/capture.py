@@ -25,13 +25,12 @@ from scapy.data import DLT_EN10MB
 from scapy.utils import RawPcapWriter
 
 from testbed.errors import SpecError
-from testbed.network.measure import in_namespace
+from testbed.network.measure import (SO_TIMESTAMPNS, big_receive_buffer, kernel_time_ns,
+                                     ns_socket)
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 MAX_FRAME = 65536 + 128  # a GSO frame on veth is up to 64 KiB
 
 
@@ -71,8 +70,8 @@ class Capture:
         self.stop()
 
     def start(self) -> None:
-        with in_namespace(self.namespace):
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        sock = ns_socket(self.namespace, socket.AF_PACKET, socket.SOCK_RAW,
+                         socket.htons(ETH_P_ALL))
         try:
             sock.bind((self.iface, ETH_P_ALL))
         except OSError as exc:
@@ -80,10 +79,7 @@ class Capture:
             raise SpecError(f"capture: no interface {self.iface} in {self.namespace} "
                             f"({exc.strerror})") from None
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.buffer_bytes)
-        except PermissionError:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.buffer_bytes)
+        big_receive_buffer(sock, self.buffer_bytes)
         sock.settimeout(0.1)
         self._sock = sock
         self.result.path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,11 +107,7 @@ class Capture:
                         res.stopped_by = "stop"
                         break
                     continue
-                ts = time.time_ns()
-                for level, kind, value in anc:
-                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                        sec, nsec = struct.unpack("qq", value[:16])
-                        ts = sec * 1_000_000_000 + nsec
+                ts = kernel_time_ns(anc)
                 frame = data[:self.snaplen]
                 writer.write_packet(frame, sec=ts // 1_000_000_000, usec=ts % 1_000_000_000,
                                     caplen=len(frame), wirelen=len(data))

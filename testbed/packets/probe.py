@@ -28,27 +28,22 @@ from scapy.utils import checksum
 
 from testbed.errors import SpecError
 from testbed.network.engine import NETNS_DIR, ns_iproute
-from testbed.network.measure import binomial_ci, in_namespace
+from testbed.network.measure import (SO_TIMESTAMPNS, big_receive_buffer, binomial_ci,
+                                     kernel_time_ns, ns_socket)
 
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 PAYLOAD = struct.Struct("!IQ")  # sequence number, send time (ns, CLOCK_REALTIME)
 ECHO_REQUEST, ECHO_REPLY = 8, 0
 MAX_COUNT = 1_000_000
 
 
-SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
 
 
 def _icmp_socket(namespace: str) -> socket.socket:
-    with in_namespace(namespace):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    sock = ns_socket(namespace, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)  # the kernel counts what we drop
-    try:  # past net.core.rmem_max (root only; it is read-only in a child namespace)
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
-    except PermissionError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+    big_receive_buffer(sock, 16 << 20)
     sock.settimeout(0.1)
     return sock
 
@@ -72,16 +67,10 @@ def _receive(sock: socket.socket, stop: threading.Event, inbox: _Inbox) -> None:
             continue
         except OSError:
             return
-        rx_ns = time.time_ns()
         for level, kind, value in anc:
-            if level != socket.SOL_SOCKET:
-                continue
-            if kind == SO_TIMESTAMPNS:
-                sec, nsec = struct.unpack("qq", value[:16])
-                rx_ns = sec * 1_000_000_000 + nsec
-            elif kind == SO_RXQ_OVFL:
+            if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL:
                 inbox.socket_drops = struct.unpack("I", value[:4])[0]
-        inbox.packets.append((data, rx_ns))
+        inbox.packets.append((data, kernel_time_ns(anc)))
 
 
 def _ours(inbox: _Inbox, ident: int, icmp_type: int) -> list[tuple[int, int, int]]:

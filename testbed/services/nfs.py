@@ -50,6 +50,12 @@ def _run(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProc
     return proc
 
 
+def ns_shell(ns_path: str, script: str) -> list[str]:
+    """argv running a shell script in the network namespace at ns_path, in a private
+    mount namespace (so its mounts, e.g. /proc/fs/nfsd or sysfs, vanish with it)."""
+    return ["nsenter", f"--net={ns_path}", "unshare", "--mount", "sh", "-c", script]
+
+
 def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = (proc.stderr or proc.stdout or "").strip().splitlines()
     return lines[-1].strip() if lines else f"exit {proc.returncode}"
@@ -92,7 +98,7 @@ class NfsServer:
                 f"mount -t nfsd nfsd /proc/fs/nfsd; {body}")
 
     def _argv(self, script: str) -> list[str]:
-        return ["nsenter", f"--net={self.ns_path}", "unshare", "--mount", "sh", "-c", script]
+        return ns_shell(self.ns_path, script)
 
     def start(self) -> None:
         if not self.export_dir.is_dir():
@@ -220,8 +226,7 @@ def stop_nfsd(ns_path: str, run_dir: Path) -> None:
     script = (f"mount --make-rslave / ; {binds}mount -t nfsd nfsd /proc/fs/nfsd && "
               "echo stopping >&2; timeout 20 rpc.nfsd 0; echo unexporting >&2; "
               "timeout 10 exportfs -au; echo flushing >&2; timeout 10 exportfs -f")
-    proc = _run(["nsenter", f"--net={ns_path}", "unshare", "--mount", "sh", "-c", script], 60,
-                "stop nfsd")
+    proc = _run(ns_shell(ns_path, script), 60, "stop nfsd")
     log.debug("stop nfsd: %s", proc.stderr.strip().replace("\n", "; "))
     if proc.returncode != 0:
         log.warning("stopping nfsd in %s: %s", ns_path, _last_line(proc))
@@ -323,8 +328,8 @@ class NfsMount:
         script = (f"mount -t sysfs sysfs /sys && [ -e {f} ] || exit 3; "
                   f"[ \"$(cat {f})\" = '(null)' ] && echo {ident} > {f}; "
                   f"[ \"$(cat {f})\" != '(null)' ]")
-        proc = _run(["nsenter", f"--net={self.net.netns_path(self.worker)}", "unshare",
-                     "--mount", "sh", "-c", script], 30, "NFS client identifier")
+        proc = _run(ns_shell(self.net.netns_path(self.worker), script), 30,
+                    "NFS client identifier")
         if proc.returncode != 0:
             log.warning("no per-namespace NFS client identifier in %s (kernel < 5.18?): "
                         "several workers will share one NFSv4 client identity",
