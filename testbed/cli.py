@@ -4,14 +4,14 @@
     testbed topo show NAME [-p KEY=VALUE ...] [--json]
     testbed up NAME [-p KEY=VALUE ...]          build, print, hold until Ctrl-C, tear down
     testbed clean                               remove leftovers of crashed runs (only ours)
-    testbed run FILE [--out DIR] [--resume]     run an experiment (TOML)
-    testbed demo [--out DIR]                    the small default experiment
+    testbed run FILE [--out DIR] [--resume] [--check] [-p KNOB=VALUE ...]
+    testbed demo [--out DIR] [--check]          the small default experiment
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
-                                                timestamped scapy probes: RTT, loss, reordering
-    testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F]   NFS READs and in-flight vs BDP
+    testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
 
-Any TestbedError becomes one line on stderr and exit status 2; Ctrl-C exits 130 after
-teardown.
+Exit status: 0 done; 1 a runtime failure (or a point of an experiment failed); 2 bad input
+(one line naming the file/key/value and what is allowed; nothing created in the kernel);
+130 interrupted (after teardown).
 """
 
 from __future__ import annotations
@@ -22,16 +22,25 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, Sequence
 
 from rich.console import Console
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from testbed.errors import TestbedError
+from testbed.errors import SpecError, TestbedError
 
 log = logging.getLogger("testbed")
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+def fail_line(message: str) -> None:
+    """Print one error line on stderr, exactly as given (no markup, no wrapping)."""
+    sys.stderr.write("testbed: error: " + " ".join(str(message).split()) + "\n")
+    sys.stderr.flush()
 
 
 def _need_root(what: str) -> None:
@@ -40,7 +49,13 @@ def _need_root(what: str) -> None:
                            "the lab kernel: lab/run .venv/bin/testbed ...")
 
 
+def _params(pairs: list[str]) -> dict[str, str]:
+    from testbed.topology import parse_params
+    return parse_params(pairs)
+
+
 def cmd_topo_list(args: argparse.Namespace) -> int:
+    """Print every topology with its parameters."""
     from testbed.topology import load_topologies
     table = Table("topology", "parameters (defaults)", "description", box=None)
     for name, entry in sorted(load_topologies().items()):
@@ -51,8 +66,9 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_show(args: argparse.Namespace) -> int:
+    """Print a topology's hosts and links (or JSON)."""
     from testbed import topology
-    topo = topology.build(args.name, topology.parse_params(args.param))
+    topo = topology.build(args.name, _params(args.param))
     desc = topology.describe(topo)
     if args.json:
         print(json.dumps(desc, indent=2))
@@ -63,30 +79,32 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
 
 def _print_description(desc: dict[str, Any]) -> None:
     out.print(f"[bold]{desc['name']}[/bold] "
-              + " ".join(f"{k}={v}" for k, v in desc["params"].items()))
+              + " ".join(f"{k}={v}" for k, v in desc["params"].items()), markup=True)
     hosts = Table("host", "role", "address", box=None)
     for h in desc["hosts"]:
         hosts.add_row(h["name"], h["role"], h["ip"] or "")
     out.print(hosts)
-    links = Table("link", "kind", "km", "delay ms", "RTT ms", "loss %", "rate Mbit/s",
+    links = Table("link", "fibre", "kind", "km", "delay ms", "RTT ms", "loss %", "rate Mbit/s",
                   "limit pkts", box=None)
     for l in desc["links"]:
-        links.add_row(f"{l['a_intf']} <-> {l['b_intf']}", l["kind"], f"{l['distance_km']:g}",
-                      f"{l['delay_ms']:.3f}", f"{l['rtt_ms']:.3f}", f"{l['loss_pct']:g}",
+        links.add_row(f"{l['a_intf']} <-> {l['b_intf']}", l.get("name", ""), l["kind"],
+                      f"{l['distance_km']:g}", f"{l['delay_ms']:.3f}", f"{l['rtt_ms']:.3f}",
+                      f"{l['loss_pct']:g}",
                       "" if l["rate_mbit"] is None else f"{l['rate_mbit']:g}",
                       "" if l["limit_pkts"] is None else str(l["limit_pkts"]))
     out.print(links)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    """Build a topology, print it, hold it until Ctrl-C, tear it down."""
     from testbed import topology
     from testbed.network.engine import Network
-    topo = topology.build(args.name, topology.parse_params(args.param))
+    topo = topology.build(args.name, _params(args.param))
     _need_root("testbed up")
     desc = topology.describe(topo)
     with Network(topo) as net:
         _print_description(desc)
-        out.print(f"run prefix [bold]{net.prefix}[/bold]; namespaces: "
+        out.print(f"run prefix {net.prefix}; namespaces: "
                   + ", ".join(net.namespace(n) for n in net.hosts))
         out.print("e.g. nsenter --net=/run/netns/" + net.namespace(net.hosts[-1])
                   + f" ping {net.address(net.hosts[0])}")
@@ -101,6 +119,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
+    """Remove what crashed runs left behind (never a live run's objects)."""
     _need_root("testbed clean")
     from testbed.cleanup import clean
     report = clean()
@@ -111,133 +130,242 @@ def cmd_clean(args: argparse.Namespace) -> int:
                         ("folders", report.dirs)):
         if items:
             out.print(f"removed {what}: {', '.join(map(str, items))}")
+    for line in report.problems:
+        out.print(f"not removed: {line}")
     if report.skipped_live:
         out.print(f"left alone (still running): {', '.join(report.skipped_live)}")
+    return 0 if not report.problems else EXIT_FAILED
+
+
+class ProgressListener:
+    """Draws a progress bar on a terminal, one line per finished point otherwise."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(console=console, refresh_per_second=2,
+                                 disable=not console.is_terminal)
+        self.task: TaskID | None = None
+        self.total = 0
+        self.count = 0
+
+    def planned(self, total: int, done: int) -> None:
+        """Start the bar (total may include a search's most probes)."""
+        self.total, self.count = total, done
+        self.progress.start()
+        self.task = self.progress.add_task("points", total=total, completed=done)
+
+    def started(self, run_id: str) -> None:
+        """Show which point runs."""
+        if self.task is not None:
+            self.progress.update(self.task, description=run_id)
+
+    def finished(self, run_id: str, rows: list[dict[str, Any]], seconds: float) -> None:
+        """Advance; without a terminal print one line per point."""
+        self.count += 1
+        if self.task is not None:
+            self.progress.advance(self.task)
+        if not self.console.is_terminal:
+            status = rows[0]["status"] if rows else "?"
+            au = [r["au_pct"] for r in rows if r["status"] == "ok"]
+            what = f"AU {sum(au) / len(au):.1f} %" if au else f"FAILED: {rows[0]['reason']}"
+            print(f"[{self.count}] {run_id}: {what} ({seconds:.1f} s)", flush=True)
+            del status
+
+    def stop(self) -> None:
+        """Remove the bar."""
+        self.progress.stop()
+
+
+def _run_experiment(path: Path, args: argparse.Namespace) -> int:
+    from testbed.experiment import check, plan as plan_mod, report, runner
+    plan = plan_mod.load(path, _params(args.param))
+    if args.check:
+        table, lines = check.describe(plan)
+        out.print(table)
+        for line in lines:
+            out.print(line, markup=False)
+        return 0
+    _need_root("testbed run")
+    outdir = Path(args.out) if args.out else Path("results") / plan.name
+    listener = ProgressListener(out)
+    try:
+        outcome = runner.run(plan, outdir, resume=args.resume, listener=listener)
+    finally:
+        listener.stop()
+    rep = report.build(outdir, plan)
+    out.print(rep.table)
+    for line in rep.lines:
+        out.print(line, markup=False)
+    out.print("results: " + "  ".join(str(f) for f in rep.files), markup=False)
+    if outcome.failed:
+        fail_line(f"{len(outcome.failed)} of {outcome.measured + len(outcome.failed)} point "
+                  "run(s) failed: see the reason column of results.csv")
+        return EXIT_FAILED
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from testbed.experiment import run_file
-    _need_root("testbed run")
-    run_file(args.file, out_dir=args.out, resume=args.resume, console=out)
-    return 0
+    """Run (or --check) an experiment file."""
+    return _run_experiment(Path(args.file), args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from testbed.experiment import DEMO_FILE, run_file
-    _need_root("testbed demo")
-    run_file(DEMO_FILE, out_dir=args.out, resume=False, console=out)
-    return 0
+    """Run (or --check) the demo experiment."""
+    from testbed.experiment import DEMO_FILE
+    return _run_experiment(DEMO_FILE, args)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    """Probe a link with timestamped packets and print the report."""
     from testbed.packets import probe
-    if args.count < 1 or not 0 <= args.interval_ms <= 10_000:
-        raise TestbedError("probe: --count must be >= 1 and --interval-ms 0..10000")
+    if args.count < 1 or args.count > 1_000_000 or not 0 <= args.interval_ms <= 10_000:
+        raise SpecError("probe: --count must be 1..1000000 and --interval-ms 0..10000")
+    params = _params(args.param)
+    if args.run and (args.name or params):
+        raise SpecError("probe: give a topology NAME or --run PREFIX, not both")
+    if not args.run and not args.name:
+        raise SpecError("probe: give a topology NAME (built for the probe) or --run PREFIX "
+                        "(one held by `testbed up`)")
+    if args.name:
+        from testbed import topology
+        topo = topology.build(args.name, params)
     _need_root("testbed probe")
     kwargs = {"count": args.count, "interval_s": args.interval_ms / 1000.0,
               "src": args.src, "dst": args.dst}
     if args.run:
-        if args.name or args.param:
-            raise TestbedError("probe: give a topology NAME or --run PREFIX, not both")
-        from testbed.network.engine import namespace_name
+        from testbed.network.namespace import namespace_name
         src_ns, dst_ns = namespace_name(args.run, args.src), namespace_name(args.run, args.dst)
         report = probe.probe(src_ns, dst_ns, probe.address_in(dst_ns), **kwargs)
     else:
-        if not args.name:
-            raise TestbedError("probe: give a topology NAME (built for the probe) or "
-                               "--run PREFIX (one held by `testbed up`)")
-        from testbed import topology
         from testbed.network.engine import Network
-        topo = topology.build(args.name, topology.parse_params(args.param))
         with Network(topo) as net:
             report = probe.probe(net.namespace(args.src), net.namespace(args.dst),
                                  net.address(args.dst), **kwargs)
     if args.json:
         print(json.dumps(report.as_dict(), indent=1))
     else:
-        out.print(report.render())
+        out.print(report.render(), markup=False)
     return 0
 
 
 def cmd_analyse(args: argparse.Namespace) -> int:
+    """Dissect a capture's NFS traffic and print its summary."""
     from testbed.packets import nfs_rpc
     from testbed.spec import parse_rate
-    if args.rtt_ms < 0:
-        raise TestbedError("analyse: --rtt-ms must be >= 0")
+    if not 0 <= args.rtt_ms <= 100_000:
+        raise SpecError("analyse: --rtt-ms must be 0..100000")
+    if not Path(args.pcap).is_file():
+        raise SpecError(f"analyse: {args.pcap}: no such file")
     bps = parse_rate(args.rate) * 1e6 if args.rate else 0.0
     a = nfs_rpc.analyse(args.pcap, rate_bps=bps, rtt_s=args.rtt_ms / 1000.0)
     for k, v in a.summary.items():
-        out.print(f"{k:>26}  {v:.4g}" if isinstance(v, float) else f"{k:>26}  {v}")
+        out.print(f"{k:>26}  {v:.4g}" if isinstance(v, float) else f"{k:>26}  {v}",
+                  markup=False)
     if args.png:
-        out.print(f"plot: {nfs_rpc.plot(a, args.png)}")
+        out.print(f"plot: {nfs_rpc.plot(a, args.png)}", markup=False)
     if args.csv:
         a.rpcs.to_csv(args.csv, index=False)
-        out.print(f"RPCs: {args.csv}")
+        out.print(f"RPCs: {args.csv}", markup=False)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="testbed", description=__doc__.split("\n\n")[0])
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv debug)")
-    sub = p.add_subparsers(dest="command", required=True)
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of usage + error."""
 
+    def error(self, message: str) -> NoReturn:
+        """Print `testbed: error: ...` on one line and exit 2."""
+        fail_line(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _finite(text: str) -> float:
+    import math
+    try:
+        value = float(text) if text.strip().isascii() else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not (text.strip().isascii() and text.strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(text)
+
+
+def _experiment_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=None, help="output folder (default results/<name>)")
+    p.add_argument("--resume", action="store_true", help="skip points already done in --out")
+    p.add_argument("--check", action="store_true",
+                   help="validate and print the plan and its estimated run time; touch nothing")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
+                   help="fix a knob (replacing its sweep), or repetitions / au_bar")
+
+
+def _topology_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topology parameter, e.g. workers=4 distance_km=3000")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    p = Parser(prog="testbed", description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv debug)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     topo = sub.add_parser("topo", help="list or show topologies")
-    tsub = topo.add_subparsers(dest="topo_command", required=True)
+    tsub = topo.add_subparsers(dest="topo_command", required=True, parser_class=Parser)
     tsub.add_parser("list", help="list topologies").set_defaults(func=cmd_topo_list)
     show = tsub.add_parser("show", help="show a topology's hosts and links")
     show.add_argument("name")
-    show.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    _topology_args(show)
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=cmd_topo_show)
-
     up = sub.add_parser("up", help="build a topology and hold it until Ctrl-C")
     up.add_argument("name")
-    up.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    _topology_args(up)
     up.set_defaults(func=cmd_up)
-
     sub.add_parser("clean", help="remove leftovers of crashed runs (only ours)").set_defaults(
         func=cmd_clean)
-
     run = sub.add_parser("run", help="run an experiment file (TOML)")
     run.add_argument("file")
-    run.add_argument("--out", default=None, help="output folder (default results/<name>)")
-    run.add_argument("--resume", action="store_true", help="skip points already done in --out")
+    _experiment_args(run)
     run.set_defaults(func=cmd_run)
-
-    demo = sub.add_parser("demo", help="a small experiment that finishes in a few minutes")
-    demo.add_argument("--out", default=None)
+    demo = sub.add_parser("demo", help="the demo experiment (a few minutes)")
+    _experiment_args(demo)
     demo.set_defaults(func=cmd_demo)
+    _probe_parser(sub)
+    _analyse_parser(sub)
+    return p
 
+
+def _probe_parser(sub: Any) -> None:
     pr = sub.add_parser("probe", help="probe a link with timestamped packets (scapy): RTT "
-                        "min/median/p99, one-way loss with its 95 % interval, reordering")
+                        "min/median/p99, one-way loss with its 95 %% interval, reordering")
     pr.add_argument("name", nargs="?", help="topology to build for the probe")
-    pr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    _topology_args(pr)
     pr.add_argument("--run", metavar="PREFIX", help="probe a topology held by `testbed up`")
     pr.add_argument("--src", default="w1", help="sending host (default w1)")
     pr.add_argument("--dst", default="srv", help="destination host (default srv)")
-    pr.add_argument("--count", type=int, default=2000, help="probes (default 2000)")
-    pr.add_argument("--interval-ms", type=float, default=1.0, help="gap between probes")
+    pr.add_argument("--count", type=_count, default=2000, help="probes (default 2000)")
+    pr.add_argument("--interval-ms", type=_finite, default=1.0, help="gap between probes")
     pr.add_argument("--json", action="store_true", help="machine-readable output")
     pr.set_defaults(func=cmd_probe)
 
+
+def _analyse_parser(sub: Any) -> None:
     an = sub.add_parser("analyse", help="dissect the NFS/RPC traffic of a capture (pcap): "
                         "READ sizes, RPCs and bytes in flight vs the BDP, retransmissions")
     an.add_argument("pcap")
     an.add_argument("--rate", default="", help="path rate for the BDP, e.g. 1gbit")
-    an.add_argument("--rtt-ms", type=float, default=0.0, help="path RTT for the BDP")
+    an.add_argument("--rtt-ms", type=_finite, default=0.0, help="path RTT for the BDP")
     an.add_argument("--png", default="", help="write the in-flight plot here")
     an.add_argument("--csv", default="", help="write one row per RPC here")
     an.set_defaults(func=cmd_analyse)
-    return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    level = logging.WARNING - 10 * args.verbose
-    logging.basicConfig(level=max(level, logging.DEBUG),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
+def _signals() -> None:
     main_pid = os.getpid()
 
     def on_term(signum: int, _frame: object) -> None:
@@ -247,14 +375,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse, run the command, turn errors into one line and an exit code."""
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING - 10 * args.verbose
+    logging.basicConfig(level=max(level, logging.DEBUG),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _signals()
     try:
         return int(args.func(args) or 0)
+    except SpecError as exc:
+        fail_line(str(exc))
+        return EXIT_USAGE
     except TestbedError as exc:
-        err.print(f"testbed: error: {exc}", soft_wrap=True)
-        return 2
+        fail_line(str(exc))
+        return EXIT_FAILED
     except KeyboardInterrupt:
-        err.print("testbed: interrupted")
-        return 130
+        fail_line("interrupted")
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 141
 

@@ -19,9 +19,11 @@ from testbed.spec import FibreSpec
 
 
 class FibreLink(Link):
+    """A Mininet Link whose ends carry the testbed's fibre model (see the module doc)."""
+
     def __init__(self, node1: Any, node2: Any, fibre: FibreSpec | None = None,
                  **params: Any) -> None:
-        for key in ("role",):
+        for key in ("role", "fibre_name"):
             params.pop(key, None)
         super().__init__(node1, node2, **params)
         self.fibre = fibre
@@ -29,6 +31,7 @@ class FibreLink(Link):
             self.apply(fibre)
 
     def apply(self, fibre: FibreSpec) -> None:
+        """Install the fibre's htb + netem tree on both ends (each its own direction)."""
         for intf, forward in ((self.intf1, True), (self.intf2, False)):
             with IPRoute(netns=f"/proc/{intf.node.pid}/ns/net") as ipr:
                 idx = ipr.link_lookup(ifname=intf.name)[0]

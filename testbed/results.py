@@ -16,74 +16,104 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from testbed.errors import TestbedError
+from testbed import launch
+from testbed.errors import ResultsError
 
 
 def environment() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
-                                  cwd=Path(__file__).parent).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-
+    """The machine a result was measured on: kernel (and whether it is the lab's user-mode
+    Linux, a VM or the host), CPUs, Python and library versions, the git commit."""
     import matplotlib
     import pyroute2
+    git = launch.run(["git", "rev-parse", "HEAD"], timeout=10, what="git", check=False,
+                     cwd=Path(__file__).parent) if shutil.which("git") else None
     return {
         "kernel": platform.release(),
         "kernel_kind": os.environ.get("APN_LAB_KERNEL", "host"),
         "cpus": os.cpu_count(),
+        "cpu_model": _cpu_model(),
         "host": platform.node(),
         "python": platform.python_version(),
-        "git_commit": git("rev-parse", "HEAD"),
+        "git_commit": git.stdout.strip() if git is not None and git.returncode == 0 else "",
         "versions": {"pandas": pd.__version__, "pyroute2": pyroute2.__version__,
                      "matplotlib": matplotlib.__version__},
     }
 
 
+def _cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("" if unknown)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 class ResultStore:
-    def __init__(self, out: Path) -> None:
+    """A results folder: results.csv appended row by row, meta.json, results.parquet."""
+
+    def __init__(self, out: Path, columns: list[str] | None = None) -> None:
         self.out = out
         self.csv = out / "results.csv"
+        self.columns = columns
         out.mkdir(parents=True, exist_ok=True)
 
     def done(self) -> set[str]:
+        """The ids (point|rep) already measured successfully (failed ones run again)."""
         if not self.csv.exists():
             return set()
         with open(self.csv, newline="") as fh:
-            return {row["point"] for row in csv.DictReader(fh)}
+            return {row["point"] for row in csv.DictReader(fh)
+                    if row.get("status", "ok") == "ok"}
 
-    def append(self, row: dict[str, Any]) -> None:
-        new = not self.csv.exists()
-        fields = list(row)
-        if not new:
-            with open(self.csv, newline="") as fh:
-                fields = next(csv.reader(fh), fields)
-            if set(fields) != set(row):
-                raise TestbedError(f"{self.csv} has other columns than this run's rows (was "
-                                   "it written by another experiment file?): use --out elsewhere")
+    def _header(self) -> list[str] | None:
+        if not self.csv.exists():
+            return None
+        with open(self.csv, newline="") as fh:
+            return next(csv.reader(fh), None)
+
+    def append_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Append rows and fsync at once: a crash right after loses nothing.
+
+        Raises ResultsError if the file has other columns (another experiment's)."""
+        if not rows:
+            return
+        fields = self.columns or list(rows[0])
+        header = self._header()
+        if header is not None and header != fields:
+            raise ResultsError(f"{self.csv} has other columns than this run's rows (was it "
+                               "written by another experiment file?): use --out elsewhere")
         with open(self.csv, "a", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=fields)
-            if new:
+            w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+            if header is None:
                 w.writeheader()
-            w.writerow(row)
+            w.writerows(rows)
             fh.flush()
             os.fsync(fh.fileno())
 
+    def append(self, row: dict[str, Any]) -> None:
+        """Append one row (see append_rows)."""
+        self.append_rows([row])
+
     def frame(self) -> pd.DataFrame:
+        """results.csv as a DataFrame (empty if there is none)."""
         return pd.read_csv(self.csv) if self.csv.exists() else pd.DataFrame()
 
     def write_meta(self, meta: dict[str, Any]) -> None:
+        """meta.json: how and where the results were measured."""
         (self.out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
 
     def write_parquet(self, df: pd.DataFrame | None = None) -> Path | None:
+        """results.parquet, when pyarrow is installed (None otherwise)."""
         try:
             import pyarrow  # noqa: F401
         except ImportError:

@@ -28,7 +28,12 @@ TCP_HEADER_OVERHEAD = 52  # IPv4 (20) + TCP with timestamps (32): MSS = MTU - 52
 LIMIT_FACTOR = 1.5  # netem queue >= 1.5 x BDP (in packets)
 MIN_LIMIT_PKTS = 1000  # never below netem's own default
 
-_RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps)?\s*$", re.IGNORECASE)
+_RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps)?\s*$",
+                      re.IGNORECASE | re.ASCII)
+INT_TEXT_RE = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
+FLOAT_TEXT_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z", re.ASCII)
+TRUE_TEXT = ("true", "yes", "on", "1")
+FALSE_TEXT = ("false", "no", "off", "0")
 _RATE_MULT = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]*$")
 
@@ -50,6 +55,25 @@ def parse_rate(value: str | float | int, field: str = "rate") -> float:
     if not math.isfinite(mbit) or mbit <= 0:
         raise SpecError(f"{field}: rate must be > 0, got {value!r}")
     return mbit
+
+
+def parse_text(text: str, kind: type) -> Any:
+    """Command-line text -> int, float or bool, strictly: ASCII digits only (Python's
+    int() and float() would take full-width or other Unicode digits), finite numbers.
+
+    Raises ValueError naming what was expected."""
+    t = text.strip()
+    if kind is bool:
+        if t.lower() in TRUE_TEXT + FALSE_TEXT:
+            return t.lower() in TRUE_TEXT
+        raise ValueError("expected true or false")
+    if kind is int:
+        if INT_TEXT_RE.match(t):
+            return int(t)
+        raise ValueError("expected an integer")
+    if FLOAT_TEXT_RE.match(t) and math.isfinite(float(t)):
+        return float(t)
+    raise ValueError("expected a finite number")
 
 
 def format_rate(mbit: float) -> str:

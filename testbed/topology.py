@@ -9,6 +9,11 @@ build           name + parameters (text from the CLI or values from TOML) -> a T
 describe        a Topo -> plain data (nodes, addresses, links with delay/rate/limit) for
                 `testbed topo show` and for results' meta.json.
 
+Fibre links have names ("wan" in apn, "site_a"/"site_b" in two-sites), by which
+experiments address them (`fibre.site_b.distance_km`); fibres() lists them, set_fibre()
+and set_mtu() change a built (not yet running) topology, path_fibres() and site_of() tell
+which spans lie between the storage host and a worker.
+
 Addressing: every topology is one layer-2 domain (Linux bridges for switches, no loops) in
 10.0.0.0/16; hosts are numbered in the order they are added unless given `ip=`.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import ipaddress
+import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,10 +33,13 @@ from typing import Any, Mapping
 from mininet.topo import Topo
 
 from testbed.errors import SpecError
-from testbed.spec import FibreSpec, check_name
+from testbed.spec import FibreSpec, check_name, parse_text
 
 TOPOLOGY_DIR = Path(__file__).resolve().parent.parent / "topologies"
 SUBNET = ipaddress.ip_network("10.0.0.0/16")
+MAX_HOSTS = SUBNET.num_addresses - 2  # network and broadcast addresses excluded
+FIBRE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+LOCAL_SITE = "local"  # site_of() for a worker with no fibre between it and the storage
 
 
 class SiteTopo(Topo):
@@ -52,11 +61,19 @@ class SiteTopo(Topo):
         """A plain in-site link (no delay, no shaping)."""
         return self.addLink(a, b, **opts)
 
-    def fibre(self, a: str, b: str, spec: FibreSpec, **opts: Any) -> str:
-        """An APN fibre span; A->B is the spec's forward direction."""
+    def fibre(self, a: str, b: str, spec: FibreSpec, name: str | None = None,
+              **opts: Any) -> str:
+        """An APN fibre span named `name` (default "<a>_<b>"); A->B is the spec's forward
+        direction."""
         if not isinstance(spec, FibreSpec):
             raise SpecError(f"link {a}-{b}: fibre must be a FibreSpec, got {type(spec).__name__}")
-        return self.addLink(a, b, fibre=spec, **opts)
+        name = name or f"{a}_{b}"
+        if not FIBRE_NAME_RE.match(name):
+            raise SpecError(f"fibre name {name!r}: lower-case letters, digits and _, "
+                            "starting with a letter")
+        if name in fibres(self):
+            raise SpecError(f"duplicate fibre name {name!r}")
+        return self.addLink(a, b, fibre=spec, fibre_name=name, **opts)
 
     def _host(self, name: str, role: str, opts: dict[str, Any]) -> str:
         check_name(name, "host")
@@ -64,6 +81,9 @@ class SiteTopo(Topo):
             raise SpecError(f"duplicate node {name!r}")
         if "ip" not in opts:
             index = len(self.hosts()) + 1
+            if index > MAX_HOSTS:
+                raise SpecError(f"host {name}: more than {MAX_HOSTS} hosts do not fit the "
+                                f"testbed's subnet {SUBNET}")
             opts["ip"] = f"{SUBNET.network_address + index}/{SUBNET.prefixlen}"
         return self.addHost(name, role=role, **opts)
 
@@ -106,22 +126,15 @@ def load_topologies(directory: Path = TOPOLOGY_DIR) -> dict[str, TopologyEntry]:
 
 
 def _coerce(topo: str, key: str, value: Any, default: Any) -> Any:
+    """A parameter given as text -> the type of its default (strict ASCII numbers)."""
     if not isinstance(value, str) or isinstance(default, str) or default is None:
         return value
-    try:
-        if isinstance(default, bool):
-            if value.lower() in ("1", "true", "yes", "on"):
-                return True
-            if value.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(value)
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-    except ValueError:
-        raise SpecError(f"topology {topo}: parameter {key}={value!r} is not a "
-                        f"{type(default).__name__}") from None
+    for kind in (bool, int, float):  # bool before int: bool is an int subclass
+        if isinstance(default, kind):
+            try:
+                return parse_text(value, kind)
+            except ValueError as exc:
+                raise SpecError(f"topology {topo}: parameter {key}={value!r}: {exc}") from None
     return value
 
 
@@ -162,7 +175,37 @@ def parse_params(pairs: list[str]) -> dict[str, str]:
 
 
 def interface_name(node: str, port: int) -> str:
+    """The interface of `node` on its port `port` (Mininet's naming)."""
     return f"{node}-eth{port}"
+
+
+def fibres(topo: Topo) -> dict[str, tuple[str, str, FibreSpec]]:
+    """Every fibre link of a topology: name -> (a, b, spec), in the order they were added."""
+    out: dict[str, tuple[str, str, FibreSpec]] = {}
+    for a, b, info in topo.links(withInfo=True):
+        if info.get("fibre") is not None:
+            name = info.get("fibre_name") or f"{info['node1']}_{info['node2']}"
+            out[name] = (info["node1"], info["node2"], info["fibre"])
+    return out
+
+
+def set_fibre(topo: Topo, name: str, spec: FibreSpec) -> None:
+    """Replace the spec of fibre `name` in a topology that is not running yet."""
+    for _, _, info in topo.links(withInfo=True):
+        if info.get("fibre") is not None and \
+                (info.get("fibre_name") or f"{info['node1']}_{info['node2']}") == name:
+            info["fibre"] = spec
+            return
+    raise SpecError(f"topology has no fibre named {name!r}; known: {', '.join(fibres(topo))}")
+
+
+def set_mtu(topo: Topo, mtu: int) -> None:
+    """Give every link of a topology that is not running yet the same MTU (fibres and LAN
+    links alike: a path's MTU is its smallest link's)."""
+    for _, _, info in topo.links(withInfo=True):
+        info["mtu"] = mtu
+        if info.get("fibre") is not None:
+            info["fibre"] = info["fibre"].replace(mtu=mtu)
 
 
 def describe(topo: Topo) -> dict[str, Any]:
@@ -180,6 +223,7 @@ def describe(topo: Topo) -> dict[str, Any]:
             "kind": "fibre" if fibre else "lan",
         }
         if fibre:
+            row["name"] = info.get("fibre_name") or f"{a}_{b}"
             row.update(fibre.summary())
             rev = fibre.direction(False)
             row["rate_reverse_mbit"] = rev.rate_mbit
@@ -198,30 +242,47 @@ def describe(topo: Topo) -> dict[str, Any]:
 
 
 def storage_hosts(topo: Topo) -> list[str]:
+    """The hosts with role "storage" (the first one serves NFS), sorted."""
     return [h for h in topo.hosts(sort=True) if topo.nodeInfo(h).get("role") == "storage"]
 
 
 def worker_hosts(topo: Topo) -> list[str]:
+    """The hosts with role "worker" (GPU servers), sorted."""
     return [h for h in topo.hosts(sort=True) if topo.nodeInfo(h).get("role") == "worker"]
 
 
-def path_fibre(topo: Topo, worker: str) -> list[FibreSpec]:
-    """The fibre spans between the (first) storage host and `worker` (for RTT/bounds)."""
+def path_fibres(topo: Topo, worker: str) -> list[tuple[str, FibreSpec]]:
+    """The named fibre spans between the (first) storage host and `worker`, storage side
+    first (for the path's RTT, rate, loss and bounds)."""
     storage = storage_hosts(topo)
     if not storage:
         return []
-    graph: dict[str, list[tuple[str, FibreSpec | None]]] = {}
-    for a, b, info in topo.links(withInfo=True):
-        graph.setdefault(a, []).append((b, info.get("fibre")))
-        graph.setdefault(b, []).append((a, info.get("fibre")))
+    graph: dict[str, list[tuple[str, tuple[str, FibreSpec] | None]]] = {}
+    for _, _, info in topo.links(withInfo=True):
+        a, b, fibre = info["node1"], info["node2"], info.get("fibre")
+        span = (info.get("fibre_name") or f"{a}_{b}", fibre) if fibre is not None else None
+        graph.setdefault(a, []).append((b, span))
+        graph.setdefault(b, []).append((a, span))
     seen = {storage[0]}
-    stack: list[tuple[str, list[FibreSpec]]] = [(storage[0], [])]
+    stack: list[tuple[str, list[tuple[str, FibreSpec]]]] = [(storage[0], [])]
     while stack:
         node, spans = stack.pop()
         if node == worker:
             return spans
-        for nxt, fibre in graph.get(node, []):
+        for nxt, span in graph.get(node, []):
             if nxt not in seen:
                 seen.add(nxt)
-                stack.append((nxt, spans + ([fibre] if fibre else [])))
+                stack.append((nxt, spans + ([span] if span else [])))
     return []
+
+
+def path_fibre(topo: Topo, worker: str) -> list[FibreSpec]:
+    """The fibre specs between the (first) storage host and `worker` (see path_fibres)."""
+    return [spec for _, spec in path_fibres(topo, worker)]
+
+
+def site_of(topo: Topo, worker: str) -> str:
+    """The worker's site: the name of the last fibre span on its path from the storage
+    host ("local" when there is none)."""
+    spans = path_fibres(topo, worker)
+    return spans[-1][0] if spans else LOCAL_SITE

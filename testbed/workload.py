@@ -16,8 +16,11 @@ run_loader     `prefetch` batches stay requested from the readers (sample by sam
 from __future__ import annotations
 
 import collections
+import ctypes
+import ctypes.util
 import functools
 import hashlib
+import math
 import multiprocessing
 import random
 import statistics
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.errors import SpecError
+from testbed.errors import SpecError, WorkloadError
 
 FORMATS = ("raw", "npz", "record")
 RECORD_HEADER = struct.Struct("<Q")
@@ -91,8 +94,9 @@ class WorkloadSpec:
                 raise SpecError(f"{name}: must be an integer >= {lo}, got {v!r}")
         if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
             raise SpecError(f"warmup_steps: must be 0..steps-1, got {self.warmup_steps!r}")
-        if self.compute_ms < 0:
-            raise SpecError(f"compute_ms: must be >= 0, got {self.compute_ms}")
+        if isinstance(self.compute_ms, bool) or not isinstance(self.compute_ms, (int, float)) \
+                or not math.isfinite(self.compute_ms) or self.compute_ms < 0:
+            raise SpecError(f"compute_ms: must be a finite number >= 0, got {self.compute_ms!r}")
         if not 0 < self.au_bar <= 100:
             raise SpecError(f"au_bar: must be in (0, 100], got {self.au_bar}")
         if self.reader_kind not in READER_KINDS:
@@ -104,7 +108,48 @@ class WorkloadSpec:
             raise SpecError(f"read_kib: must be 4..65536, got {self.read_kib!r}")
 
 
+@dataclass(frozen=True)
+class DatasetSpec:
+    """The training set the storage site serves: `files` files of `file_kib` KiB in a
+    format (raw bytes, numpy .npz, or length-prefixed record shards with
+    `records_per_file` records), content seeded per file."""
+
+    files: int = 64
+    file_kib: int = 1024
+    format: str = "raw"
+    records_per_file: int = 8
+    seed: int = 7
+
+    def __post_init__(self) -> None:
+        for name, lo in (("files", 1), ("file_kib", 4), ("records_per_file", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise SpecError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if self.format not in FORMATS:
+            raise SpecError(f"format: unknown {self.format!r}; known: {', '.join(FORMATS)}")
+
+    @property
+    def file_bytes(self) -> int:
+        """Bytes of payload per file."""
+        return self.file_kib * 1024
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of payload of the whole set."""
+        return self.files * self.file_bytes
+
+    def sample_bytes(self, access: str) -> int:
+        """Bytes per sample: a file, or one record of a record shard."""
+        return self.file_bytes if access == "file" else -(-self.file_bytes // self.records_per_file)
+
+    def generate(self, root: Path) -> list[Path]:
+        """Write the set under root (see generate())."""
+        return generate(root, self.files, self.file_bytes, self.format, self.seed,
+                        self.records_per_file)
+
+
 def file_name(i: int, fmt: str) -> str:
+    """The name of file i of a set in format fmt."""
     return f"sample_{i:06d}.{ {'raw': 'bin', 'npz': 'npz', 'record': 'rec'}[fmt] }"
 
 
@@ -146,6 +191,7 @@ def generate(root: Path, files: int, file_bytes: int, fmt: str = "raw", seed: in
 
 
 def expected_digest(i: int, file_bytes: int, seed: int = 7) -> str:
+    """The SHA-256 of file i's payload (to check what a worker read)."""
     return hashlib.sha256(_content(i, file_bytes, seed)).hexdigest()
 
 
@@ -196,14 +242,24 @@ def samples_of(files: list[Path], access: str) -> list[Sample]:
                 fh.seek(off)
                 (length,) = RECORD_HEADER.unpack(fh.read(RECORD_HEADER.size))
                 if off + RECORD_HEADER.size + length > size:
-                    raise SpecError(f"{f} is not a record shard (access = \"record\" needs "
-                                    "format = \"record\")")
+                    raise WorkloadError(f"{f} is not a record shard (access = \"record\" "
+                                        "needs format = \"record\")")
                 out.append((str(f), off + RECORD_HEADER.size, length))
                 off += RECORD_HEADER.size + length
         if not out or out[-1][0] != str(f):
-            raise SpecError(f"{f} is not a record shard (access = \"record\" needs "
-                            "format = \"record\")")
+            raise WorkloadError(f"{f} is not a record shard (access = \"record\" needs "
+                                "format = \"record\")")
     return out
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a forked reader: have the kernel SIGKILL us when the loader's process dies, so
+    a killed run leaves no reader process behind (reading, or holding a mount busy)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
 @dataclass
@@ -226,7 +282,7 @@ def run_loader(root: Path, spec: WorkloadSpec, pattern: str = "sample_*") -> Loa
     the run reports them (a dead server must not hang or crash the experiment)."""
     files = sorted(root.glob(pattern))
     if not files:
-        raise SpecError(f"no dataset files under {root}")
+        raise WorkloadError(f"no dataset files under {root}")
     samples = samples_of(files, spec.access)
     rng = random.Random(spec.seed)
     order: list[Sample] = []
@@ -243,7 +299,8 @@ def run_loader(root: Path, spec: WorkloadSpec, pattern: str = "sample_*") -> Loa
     if spec.reader_kind == "process":
         # Forked before any of our threads start (as DataLoader workers are), warmed up so
         # that process start-up is not counted as I/O stall.
-        pool = ProcessPoolExecutor(spec.readers, mp_context=multiprocessing.get_context("fork"))
+        pool = ProcessPoolExecutor(spec.readers, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=die_with_parent)
         list(pool.map(abs, range(spec.readers)))
     else:
         pool = ThreadPoolExecutor(max_workers=spec.readers)

@@ -1,6 +1,6 @@
 """apn: a storage site and a GPU site joined by one span of APN fibre.
 
-    srv (NFS server) --[fibre: distance_km, rate, loss_pct, jitter_ms]-- s1 -- w1 .. wN
+    srv (NFS server) --[fibre "wan": distance_km, rate, loss_pct, jitter_ms]-- s1 -- w1 .. wN
 
 Also a Mininet custom file:
     mn --custom topologies/apn.py --topo apn,workers=4,distance_km=3000 --link fibre \
@@ -32,7 +32,7 @@ class ApnTopo(SiteTopo):
                           loss_pct=loss_pct, jitter_ms=jitter_ms, mtu=mtu)
         srv = self.storage("srv")
         gpu = self.switch("s1")
-        self.fibre(srv, gpu, fibre)
+        self.fibre(srv, gpu, fibre, name="wan")
         for i in range(1, workers + 1):
             self.lan(self.worker(f"w{i}"), gpu)
 

@@ -1,7 +1,7 @@
 """two-sites: one storage site feeding two GPU sites at different distances.
 
-    srv -- s0 --[fibre distance_a_km]-- s1 -- a1 .. aN
-                \\-[fibre distance_b_km]-- s2 -- b1 .. bN
+    srv -- s0 --[fibre "site_a": distance_a_km]-- s1 -- a1 .. aN
+                \\-[fibre "site_b": distance_b_km]-- s2 -- b1 .. bN
 """
 
 import os
@@ -32,7 +32,7 @@ class TwoSitesTopo(SiteTopo):
         for site, dist, sw in (("a", distance_a_km, "s1"), ("b", distance_b_km, "s2")):
             edge = self.switch(sw)
             self.fibre(core, edge, FibreSpec(distance_km=dist, rate_mbit=parse_rate(rate),
-                                             loss_pct=loss_pct))
+                                             loss_pct=loss_pct), name=f"site_{site}")
             for i in range(1, workers + 1):
                 self.lan(self.worker(f"{site}{i}"), edge)
 

@@ -19,11 +19,9 @@ bridge and qdisc inside them.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import os
-import signal
+import shutil
 import subprocess
 import time
 from contextlib import ExitStack
@@ -31,18 +29,22 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mininet.topo import Topo
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from testbed.errors import KernelError, SpecError
+from testbed import launch
+from testbed.errors import KernelError, ServiceError, SpecError
 from testbed.network import state as state_mod
 from testbed.network import tc
+from testbed.network.namespace import (NETNS_DIR, create_namespace, in_namespace,
+                                       namespace_name, ns_iproute, remove_namespace)
 from testbed.spec import FibreSpec
 from testbed.topology import interface_name
 
+__all__ = ["Network", "NETNS_DIR", "namespace_name", "create_namespace", "ns_iproute"]
+
 log = logging.getLogger(__name__)
 
-NETNS_DIR = Path("/run/netns")
 DEFAULT_CONGESTION = "cubic"
 
 
@@ -61,6 +63,8 @@ class Network:
         self._iprs: dict[str, IPRoute] = {}
         self._fibres: dict[tuple[str, str], FibreSpec] = {}
         self._ends: dict[tuple[str, str], tuple[str, str]] = {}
+        self._names: dict[str, tuple[str, str]] = {}
+        self.buffer_bytes = 0  # the TCP buffer maximum written to every host
         self.started = False
         self._owner_pid = os.getpid()
 
@@ -124,6 +128,27 @@ class Network:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def scratch(self, name: str) -> Path:
+        """A fresh folder of this run (run_dir/name) for a service's or a point's files:
+        recorded in the run registry (so `testbed clean` removes it after a crash) and
+        removed at teardown, or earlier with remove_scratch()."""
+        path = self.run_dir / name
+        if path.exists():
+            raise KernelError(f"scratch folder {path} exists already")
+        self.state.add_dir(str(path))
+        path.mkdir()
+        self._stack.callback(self.remove_scratch, path)
+        return path
+
+    def remove_scratch(self, path: Path) -> None:
+        """Remove a scratch folder (or file) now; idempotent."""
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        if str(path) in self.state.dirs:
+            self.state.drop_dir(str(path))
+
     def _remove_run_dir(self) -> None:
         path = state_mod.STATE_DIR / self.prefix
         if path.is_dir():
@@ -155,14 +180,14 @@ class Network:
             self._create_namespace(node)
         for sw in self.topo.switches(sort=True):
             self._create_bridge(sw)
-        buffer_bytes = 0
         for _, _, info in self.topo.links(sort=True, withInfo=True):
             self._create_link(info)
-            fibre = info.get("fibre")
-            if fibre is not None:
-                buffer_bytes = max(buffer_bytes, fibre.tcp_buffer_bytes())
+            if info.get("fibre") is not None:
+                self._names[info.get("fibre_name") or f"{info['node1']}_{info['node2']}"] = \
+                    (info["node1"], info["node2"])
         for host in self.topo.hosts(sort=True):
-            self._configure_host(host, buffer_bytes)
+            self._configure_host(host)
+        self._size_buffers()
 
     def _create_namespace(self, node: str) -> None:
         name = self.namespace(node)
@@ -179,11 +204,9 @@ class Network:
 
     def _remove_namespace(self, name: str) -> None:
         try:
-            netns.remove(name)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("could not remove namespace %s: %s", name, exc)
+            remove_namespace(name)
+        except KernelError as exc:
+            log.warning("%s", exc)
 
     def _create_bridge(self, sw: str) -> None:
         ipr = self._iprs[sw]
@@ -215,31 +238,53 @@ class Network:
             self._ends[(a, b)] = (ia, ib)
             self._apply_fibre(a, b, fibre, initial=True)
 
-    def _configure_host(self, host: str, buffer_bytes: int) -> None:
+    def _configure_host(self, host: str) -> None:
         ipr = self._iprs[host]
         ip = self.topo.nodeInfo(host).get("ip")
         intfs = [l for l in ipr.get_links() if l.get_attr("IFLA_IFNAME") != "lo"]
         if ip and intfs:
             addr, _, plen = str(ip).partition("/")
             ipr.addr("add", index=intfs[0]["index"], address=addr, prefixlen=int(plen or 8))
-        sysctls = {
-            "net/ipv4/tcp_congestion_control": self.congestion,
-            "net/ipv4/tcp_no_metrics_save": "1",
-        }
-        if buffer_bytes:
-            sysctls.update({
-                "net/ipv4/tcp_rmem": f"4096 131072 {buffer_bytes}",
-                "net/ipv4/tcp_wmem": f"4096 16384 {buffer_bytes}",
-                "net/core/rmem_max": str(buffer_bytes),
-                "net/core/wmem_max": str(buffer_bytes),
-            })
-        for key, value in sysctls.items():
-            self.sysctl(host, key, value, optional=key.startswith("net/core/"))
+        self.sysctl(host, "net/ipv4/tcp_congestion_control", self.congestion)
+        self.sysctl(host, "net/ipv4/tcp_no_metrics_save", "1")
+
+    def _size_buffers(self) -> None:
+        """TCP buffer maxima on every host: 2 x the largest BDP of the fibres as they are
+        now (FibreSpec.tcp_buffer_bytes), rewritten whenever a fibre change moves it, so
+        every point has the buffers its own BDP needs (not a left-over of another point)."""
+        need = max((f.tcp_buffer_bytes() for f in self._fibres.values()), default=0)
+        if not need or need == self.buffer_bytes:
+            return
+        for host in self.topo.hosts(sort=True):
+            for key, value in (("net/ipv4/tcp_rmem", f"4096 131072 {need}"),
+                               ("net/ipv4/tcp_wmem", f"4096 16384 {need}"),
+                               ("net/core/rmem_max", str(need)),
+                               ("net/core/wmem_max", str(need))):
+                self.sysctl(host, key, value, optional=key.startswith("net/core/"))
+        self.buffer_bytes = need
 
     # --- fibre ------------------------------------------------------------------------------
     def fibre_links(self) -> dict[tuple[str, str], FibreSpec]:
         """(a, b) -> the FibreSpec currently applied; a->b is the forward direction."""
         return dict(self._fibres)
+
+    def fibre_names(self) -> dict[str, tuple[str, str]]:
+        """Fibre name (the topology's, e.g. "wan", "site_b") -> its (a, b) ends."""
+        return dict(self._names)
+
+    def set_fibre_spec(self, name: str, spec: FibreSpec) -> FibreSpec:
+        """Put the named fibre into exactly the state `spec` describes (every parameter
+        restated); TCP buffers follow the new BDP. Returns the spec."""
+        if name not in self._names:
+            raise SpecError(f"no fibre named {name!r}; known: {', '.join(self._names)}")
+        key = self._names[name]
+        if spec.mtu != self._fibres[key].mtu:
+            raise SpecError(f"fibre {name}: mtu cannot be changed on a running link")
+        if spec != self._fibres[key]:
+            self._apply_fibre(*key, spec, initial=False)
+            self._fibres[key] = spec
+        self._size_buffers()
+        return spec
 
     def _key(self, a: str, b: str) -> tuple[tuple[str, str], bool]:
         if (a, b) in self._fibres:
@@ -265,6 +310,7 @@ class Network:
         new = self._fibres[key].replace(**changes)
         self._apply_fibre(*key, new, initial=False)
         self._fibres[key] = new
+        self._size_buffers()
         return new
 
     def read_fibre(self, a: str, b: str) -> tuple[tc.Readback, tc.Readback]:
@@ -277,6 +323,7 @@ class Network:
 
     # --- namespaces as places to run things -------------------------------------------------
     def ipr(self, node: str) -> IPRoute:
+        """The netlink socket of node's namespace (open for the network's lifetime)."""
         if node not in self._iprs:
             raise SpecError(f"unknown node {node!r}")
         return self._iprs[node]
@@ -284,9 +331,8 @@ class Network:
     def sysctl(self, node: str, key: str, value: str, optional: bool = False) -> None:
         """Write /proc/sys/<key> inside node's namespace."""
         path = "/proc/sys/" + key.replace(".", "/")
-        netns.pushns(self.namespace(node))
         try:
-            with open(path, "w") as fh:
+            with in_namespace(self.namespace(node)), open(path, "w") as fh:
                 fh.write(value)
         except OSError as exc:
             # Global knobs (net.core.rmem_max...) are absent from, or read-only in, child
@@ -296,35 +342,23 @@ class Network:
             else:
                 raise KernelError(f"sysctl {key}={value} in {self.namespace(node)}: "
                                   f"{exc.strerror}") from None
-        finally:
-            netns.popns()
 
     def read_sysctl(self, node: str, key: str) -> str:
-        netns.pushns(self.namespace(node))
-        try:
+        """The value of /proc/sys/<key> as node's namespace sees it."""
+        with in_namespace(self.namespace(node)):
             return Path("/proc/sys/" + key.replace(".", "/")).read_text().strip()
-        finally:
-            netns.popns()
 
     def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
         """argv that runs `argv` in node's network namespace (host mount namespace)."""
-        return ["nsenter", f"--net={self.netns_path(node)}", *argv]
+        return launch.in_netns(self.netns_path(node), argv)
 
     def run(self, node: str, argv: Sequence[str], timeout: float = 60.0,
             check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        """Run a command to completion in node's namespace; output captured as text."""
-        full = self.cmd(node, argv)
-        log.debug("run in %s: %s", node, " ".join(argv))
-        try:
-            proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
-                                  **kwargs)
-        except subprocess.TimeoutExpired:
-            raise KernelError(f"{argv[0]} in {node} did not finish within {timeout:g} s") from None
-        if check and proc.returncode != 0:
-            msg = (proc.stderr or proc.stdout).strip().splitlines()
-            raise KernelError(f"{' '.join(argv[:3])} in {node} failed "
-                              f"(exit {proc.returncode}): {msg[-1] if msg else ''}")
-        return proc
+        """Run a command to completion in node's namespace; output captured as text.
+
+        Raises ServiceError on a timeout or (check=True) a non-zero exit."""
+        return launch.run(self.cmd(node, argv), timeout=timeout, check=check,
+                          what=f"{' '.join(argv[:3])} in {node}", **kwargs)
 
     def popen(self, node: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Start a long-lived process in node's namespace; it is recorded in the run registry
@@ -333,72 +367,15 @@ class Network:
 
     def popen_raw(self, argv: Sequence[str], namespace: str | None = None,
                   **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start `argv` as is (it enters namespaces itself), recorded and killed at teardown."""
-        log.debug("start: %s", " ".join(argv))
-        proc = subprocess.Popen(list(argv), start_new_session=True, **kwargs)
+        """Start `argv` as is (it enters namespaces itself), recorded and killed at teardown.
+
+        The process leads its own process group, so its children go with it."""
+        proc = launch.start(argv, **kwargs)
         self.state.add_proc(proc.pid, list(argv), namespace)
         self._stack.callback(self.stop_proc, proc)
         return proc
 
     def stop_proc(self, proc: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=grace_s)
-            except ProcessLookupError:
-                pass
+        """Stop a process started with popen (its whole group) and forget it."""
+        launch.stop(proc, grace_s)
         self.state.drop_proc(proc.pid)
-
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-CLONE_NEWNET = 0x40000000
-MS_BIND, MS_REC, MS_SHARED = 4096, 16384, 1 << 20
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        raise KernelError(f"{what}: {os.strerror(ctypes.get_errno())}")
-
-
-def create_namespace(name: str) -> None:
-    """Create a named network namespace (like `ip netns add`) without forking: unshare in
-    this thread, bind its namespace to /run/netns/NAME, and return to where we were.
-    (pyroute2's netns.create forks a helper: ~20x slower on the lab kernel.)"""
-    NETNS_DIR.mkdir(parents=True, exist_ok=True)
-    d = str(NETNS_DIR).encode()
-    if _libc.mount(b"", d, b"none", MS_SHARED | MS_REC, None) != 0:  # as iproute2 does
-        _check(_libc.mount(d, d, b"none", MS_BIND | MS_REC, None), f"bind {NETNS_DIR}")
-        _check(_libc.mount(b"", d, b"none", MS_SHARED | MS_REC, None), f"share {NETNS_DIR}")
-    path = NETNS_DIR / name
-    try:
-        os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
-    except OSError as exc:
-        raise KernelError(f"cannot create namespace {name}: {exc.strerror}") from None
-    netns.pushns()
-    try:
-        _check(_libc.unshare(CLONE_NEWNET), f"unshare for namespace {name}")
-        _check(_libc.mount(b"/proc/thread-self/ns/net", str(path).encode(), b"none", MS_BIND,
-                           None), f"bind namespace {name}")
-    except KernelError:
-        path.unlink(missing_ok=True)
-        raise
-    finally:
-        netns.popns()
-
-
-def namespace_name(prefix: str, node: str) -> str:
-    """The namespace of `node` in the run `prefix` (also how a held run is found)."""
-    return f"{prefix}-{node}"
-
-
-def ns_iproute(name: str) -> IPRoute:
-    """An IPRoute whose netlink socket lives in namespace `name` (opened there, no fork)."""
-    netns.pushns(name)
-    try:
-        return IPRoute()
-    finally:
-        netns.popns()
-

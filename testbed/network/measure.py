@@ -18,24 +18,14 @@ import statistics
 import struct
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
-from pyroute2 import netns
-
-
-@contextmanager
-def in_namespace(name: str) -> Iterator[None]:
-    netns.pushns(name)
-    try:
-        yield
-    finally:
-        netns.popns()
+from testbed.network.namespace import in_namespace
 
 
 def ns_socket(name: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM,
               proto: int = 0) -> socket.socket:
+    """A socket created in namespace `name` (it stays there; use it from any thread)."""
     with in_namespace(name):
         return socket.socket(family, kind, proto)
 

@@ -67,6 +67,7 @@ class RunState:
     mounts: list[str] = field(default_factory=list)
     nfsd_namespaces: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
+    phase: str = ""  # what the run was doing last ("network", "nfsd", "mounts", "loader")
 
     def __post_init__(self) -> None:
         if self.owner_start is None:
@@ -90,6 +91,12 @@ class RunState:
         return self.owner_pid != os.getpid() and pid_alive(self.owner_pid, self.owner_start)
 
     # --- recording helpers (each saves at once: a crash right after loses nothing) -------
+    def set_phase(self, phase: str) -> None:
+        """Record what the run is doing now (reported by `testbed clean` after a crash)."""
+        if phase != self.phase:
+            self.phase = phase
+            self.save()
+
     def add_namespace(self, name: str) -> None:
         self.namespaces.append(name)
         self.save()

@@ -27,9 +27,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from testbed import launch
 from testbed.errors import ServiceError
 from testbed.network.engine import Network
-from testbed.services import nfs
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +38,15 @@ STATS = Path("/proc/fs/fscache/stats")
 
 
 def _run(argv: list[str], what: str) -> None:
-    """Run a tool (nfs._run: bounded, clear error if missing); raise with its last line."""
-    proc = nfs._run(argv, 120, what)
-    if proc.returncode != 0:
-        raise ServiceError(f"{what}: {nfs._last_line(proc)}")
+    """Run a tool through the launcher (bounded); ServiceError with its last line."""
+    launch.run(argv, timeout=120, what=what)
 
 
 def _load_module(module: str, device: Path, what: str) -> None:
     """Load `module` unless `device` (which it provides) exists already."""
     if device.exists():
         return
-    proc = subprocess.run(["modprobe", module], capture_output=True, text=True, timeout=30)
+    proc = launch.run(["modprobe", module], timeout=30, what=f"modprobe {module}", check=False)
     if proc.returncode != 0 or not device.exists():
         raise ServiceError(f"the kernel has no {what}: "
                            f"{(proc.stderr or f'no {device}').strip()}")
@@ -63,6 +61,14 @@ def _has_user_xattrs(path: Path) -> bool:
         if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
             return False
         raise
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder or file we created in a user's cache folder."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def fscache_stats() -> dict[str, int]:
@@ -102,65 +108,64 @@ class CacheFiles:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _make_dir(self) -> Path:
+    def _make_dir(self, folder: Path) -> Path:
+        """The cache's filesystem: the user's folder, or an ext4 image of size_mib in the
+        run's scratch folder, loop-mounted."""
         if self.wanted_dir is not None:
             self.wanted_dir.mkdir(parents=True, exist_ok=True)
             if not _has_user_xattrs(self.wanted_dir):
                 raise ServiceError(f"cache folder {self.wanted_dir} has no user xattrs: "
                                    "cachefiles needs ext4, xfs or btrfs")
+            # The user's folder: remove only what cachefilesd adds.
+            self._stack.callback(_remove, self.wanted_dir / "cache")
+            self._stack.callback(_remove, self.wanted_dir / "graveyard")
             return self.wanted_dir
-        image = self.net.run_dir / "fscache.img"
-        mnt = self.net.run_dir / "fscache"
+        image, mnt = folder / "cache.img", folder / "mnt"
         with open(image, "wb") as fh:
             fh.truncate(self.size_mib << 20)  # sparse: memory is used as the cache fills
-        self.net.state.add_dir(str(image))
-        self._stack.callback(self._remove, image)
         _run(["mkfs.ext4", "-q", "-F", "-L", "apn-fscache", str(image)], "mkfs.ext4 cache")
         _load_module("loop", Path("/dev/loop-control"), "loop devices")
-        mnt.mkdir(exist_ok=True)
-        self._stack.callback(mnt.rmdir)
-        # mount -o loop sets up the loop device with autoclear: umount frees it.
-        _run(["mount", "-t", "ext4", "-o", "loop,noatime", str(image), str(mnt)],
-             "mount the cache filesystem")
+        mnt.mkdir()
+        # mount -o loop sets up the loop device with autoclear: umount frees it. Recorded
+        # before it exists, so a crash in between leaves nothing clean cannot find.
         self.net.state.add_mount(str(mnt))
         self._stack.callback(self._umount, mnt)
+        _run(["mount", "-t", "ext4", "-o", "loop,noatime", str(image), str(mnt)],
+             "mount the cache filesystem")
         return mnt
 
     def _umount(self, mnt: Path) -> None:
-        _run(["umount", str(mnt)], f"umount {mnt}")
+        """Unmount the cache filesystem if it is mounted, and forget it."""
+        if str(mnt) in Path("/proc/mounts").read_text():
+            _run(["umount", str(mnt)], f"umount {mnt}")
         self.net.state.drop_mount(str(mnt))
 
-    def _remove(self, path: Path) -> None:
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-        self.net.state.drop_dir(str(path))
-
     def start(self) -> None:
+        """Make the cache filesystem, start cachefilesd and wait until it binds the cache.
+
+        Raises ServiceError when the kernel lacks cachefiles or the daemon fails."""
         self.net.callback(self.close)
         _load_module("cachefiles", DEVICE, "cachefiles (FS-Cache) support")
         if shutil.which("cachefilesd") is None:
             raise ServiceError("cachefilesd not found (Debian package cachefilesd: "
                                "lab/provision)")
-        self.dir = self._make_dir()
-        conf = self.net.run_dir / "cachefilesd.conf"
+        folder = self.net.scratch("fscache")
+        self._stack.callback(self.net.remove_scratch, folder)
+        self.dir = self._make_dir(folder)
+        conf, log_path = folder / "cachefilesd.conf", folder / "cachefilesd.log"
         # Cull only when the cache's filesystem is nearly full (the defaults of Debian's
         # config): a run's dataset is sized to fit.
-        if self.wanted_dir is not None:  # the user's folder: remove only what we add
-            self._stack.callback(self._remove, self.dir / "cache")
-            self._stack.callback(self._remove, self.dir / "graveyard")
         conf.write_text(f"dir {self.dir}\ntag {self.net.prefix}\nbrun 10%\nbcull 7%\n"
                         "bstop 3%\nfrun 10%\nfcull 7%\nfstop 3%\n")
-        self._stack.callback(conf.unlink, missing_ok=True)
-        log_path = self.net.run_dir / "cachefilesd.log"
         with open(log_path, "w") as log_file:
             self.proc = self.net.popen_raw(["cachefilesd", "-n", "-s", "-f", str(conf)],
                                            stdout=log_file, stderr=subprocess.STDOUT)
-        self._stack.callback(log_path.unlink, missing_ok=True)
-        # Bound: cachefilesd creates its cache/ and graveyard/ folders once the kernel
-        # accepted the cache.
-        deadline = time.monotonic() + 15
+        self._wait_bound(log_path, time.monotonic() + 15)
+
+    def _wait_bound(self, log_path: Path, deadline: float) -> None:
+        """cachefilesd creates its cache/ and graveyard/ folders once the kernel accepted
+        the cache: wait for them, or raise ServiceError with the daemon's last words."""
+        assert self.proc is not None and self.dir is not None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = log_path.read_text().strip().splitlines()[-1:] or ["(no output)"]

@@ -13,52 +13,36 @@ NfsMount    one worker's mount, made with `nsenter --net=<worker ns> mount -t nf
             bdi; the options the kernel actually uses are read back from /proc/mounts.
             Unmount at teardown, forced and then lazy if files are still open.
 
-Subprocesses are used only where no library exists (mount, umount, exportfs, rpc.nfsd,
-rpc.mountd), always as argv lists with a timeout.
+Tools (mount, umount, exportfs, rpc.nfsd, rpc.mountd) run through testbed.launch.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shlex
-import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+from testbed import launch
 from testbed.errors import ServiceError
-from testbed.network import measure
+from testbed.launch import last_line as _last_line
+from testbed.launch import ns_shell
 from testbed.network.engine import Network
+from testbed.network.namespace import in_namespace
 from testbed.spec import MountSpec, NfsServerSpec
 from testbed.topology import SUBNET
 
 log = logging.getLogger(__name__)
 
 NFS_PORT = 2049
+READY_TIMEOUT_S = 30.0
 
 
 def _run(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
-    log.debug("exec: %s", shlex.join(argv))
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise ServiceError(f"{what}: no answer within {timeout:g} s") from None
-    except FileNotFoundError:
-        raise ServiceError(f"{what}: {argv[0]} not found (lab/provision installs it)") from None
-    return proc
-
-
-def ns_shell(ns_path: str, script: str) -> list[str]:
-    """argv running a shell script in the network namespace at ns_path, in a private
-    mount namespace (so its mounts, e.g. /proc/fs/nfsd or sysfs, vanish with it)."""
-    return ["nsenter", f"--net={ns_path}", "unshare", "--mount", "sh", "-c", script]
-
-
-def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = (proc.stderr or proc.stdout or "").strip().splitlines()
-    return lines[-1].strip() if lines else f"exit {proc.returncode}"
+    """launch.run without the exit-code check: callers word their own error."""
+    return launch.run(argv, timeout=timeout, what=what, check=False)
 
 
 class NfsServer:
@@ -71,7 +55,7 @@ class NfsServer:
         self.export_dir = Path(export_dir)
         self.spec = spec or NfsServerSpec()
         self.ns_path = net.netns_path(node)
-        self.dir = net.run_dir / f"nfsd-{node}"
+        self.dir = net.run_dir / f"nfsd-{node}"  # made by start() as a scratch folder
         self.proc: subprocess.Popen[Any] | None = None
         self.ready_at = 0.0
 
@@ -98,12 +82,31 @@ class NfsServer:
                 f"mount -t nfsd nfsd /proc/fs/nfsd; {body}")
 
     def _argv(self, script: str) -> list[str]:
+        """argv running `script` in the server's network namespace, privately mounted."""
         return ns_shell(self.ns_path, script)
 
     def start(self) -> None:
+        """Start nfsd, exportfs and mountd in the storage namespace and wait until nfsd
+        listens (the NFSv4 grace period then still runs: see wait_ready).
+
+        Raises ServiceError if the export path is missing or nfsd does not come up."""
         if not self.export_dir.is_dir():
             raise ServiceError(f"NFS export path {self.export_dir} does not exist")
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self._write_config()
+        self.net.state.add_nfsd(self.net.namespace(self.node))
+        self.net.callback(self._stop_nfsd)
+        with open(self.dir / "mountd.log", "w") as log_file:
+            self.proc = self.net.popen_raw(self._argv(self._control(self._setup_script())),
+                                           stdout=log_file, stderr=subprocess.STDOUT)
+        started = time.monotonic()
+        self._wait_listening(started + READY_TIMEOUT_S)
+        self.ready_at = started + self.spec.grace_s + 0.5
+        log.info("nfsd in %s listening; grace period ends in %.1f s", self.node,
+                 self.ready_at - time.monotonic())
+
+    def _write_config(self) -> None:
+        """The run's own /etc/exports and /var/lib/nfs, in a scratch folder of the run."""
+        self.dir = self.net.scratch(f"nfsd-{self.node}")
         (self.dir / "lib" / "v4recovery").mkdir(parents=True, exist_ok=True)
         (self.dir / "lib" / "rpc_pipefs").mkdir(exist_ok=True)
         for name in ("etab", "rmtab", "xtab"):
@@ -113,15 +116,15 @@ class NfsServer:
         # the testbed's own subnet, never the world.
         opts = "ro,fsid=0,no_subtree_check,no_root_squash,insecure"
         (self.dir / "exports").write_text(f"{self.export_dir} {SUBNET}({opts})\n")
-        self.net.state.add_dir(str(self.dir))
-        self.net.callback(self._remove_dir)
 
-        v3 = "3" in self.spec.versions
-        vflags = [] if v3 else ["-N", "3"]
-        for v in ("4.1", "4.2"):
-            if v not in self.spec.versions:
-                vflags += ["-N", v]
-        nfsd_flags = " ".join(vflags + ["--no-udp"])
+    def _version_flags(self) -> str:
+        """rpc.nfsd/rpc.mountd flags that switch off the versions the spec does not serve."""
+        vflags = [] if "3" in self.spec.versions else ["-N", "3"]
+        vflags += [x for v in ("4.1", "4.2") if v not in self.spec.versions for x in ("-N", v)]
+        return " ".join(vflags + ["--no-udp"])
+
+    def _setup_script(self) -> str:
+        """The shell script that configures and starts nfsd, then becomes rpc.mountd."""
         # NFSv3 clients find mountd and nfsd through the server's portmapper: a private
         # rpcbind in this namespace, its /run (socket, lock, state) a tmpfs of this mount
         # namespace only, so it never meets the host's rpcbind. It runs in mountd's process
@@ -131,37 +134,31 @@ class NfsServer:
             "i=0; while [ ! -S /run/rpcbind.sock ] && [ $i -lt 200 ]; do sleep 0.05; "
             "i=$((i+1)); done; [ -S /run/rpcbind.sock ] || { echo rpcbind did not start; "
             "exit 1; }; "
-        ) if v3 else ""
-        setup = (
+        ) if "3" in self.spec.versions else ""
+        flags = self._version_flags()
+        return (
             "echo 1048576 > /proc/fs/nfsd/max_block_size 2>/dev/null || true; "
             f"echo {self.spec.grace_s} > /proc/fs/nfsd/nfsv4gracetime; "
             f"echo {self.spec.lease_s} > /proc/fs/nfsd/nfsv4leasetime; "
             "exportfs -r; "
             f"{rpcbind}"
-            f"rpc.nfsd {nfsd_flags} {self.spec.threads}; "
-            f"exec rpc.mountd -F {nfsd_flags}"
+            f"rpc.nfsd {flags} {self.spec.threads}; "
+            f"exec rpc.mountd -F {flags}"
         )
-        self.net.state.add_nfsd(self.net.namespace(self.node))
-        self.net.callback(self._stop_nfsd)
-        log_file = open(self.dir / "mountd.log", "w")
-        self.proc = self.net.popen_raw(self._argv(self._control(setup)), stdout=log_file,
-                                       stderr=subprocess.STDOUT)
-        log_file.close()
-        started = time.monotonic()
-        deadline = started + 30
+
+    def _wait_listening(self, deadline: float) -> None:
+        """Poll until nfsd listens on its port; ServiceError if mountd's script died or
+        the deadline passed (with the log's last line)."""
+        assert self.proc is not None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise ServiceError(f"nfsd in {self.node} failed to start: "
                                    f"{self._log_tail()}")
             if self._listening():
-                break
+                return
             time.sleep(0.1)
-        else:
-            raise ServiceError(f"nfsd in {self.node} is not listening on port {NFS_PORT} "
-                               f"after 30 s: {self._log_tail()}")
-        self.ready_at = started + self.spec.grace_s + 0.5
-        log.info("nfsd in %s listening; grace period ends in %.1f s", self.node,
-                 self.ready_at - time.monotonic())
+        raise ServiceError(f"nfsd in {self.node} is not listening on port {NFS_PORT} "
+                           f"after {READY_TIMEOUT_S:g} s: {self._log_tail()}")
 
     def _log_tail(self) -> str:
         try:
@@ -171,7 +168,7 @@ class NfsServer:
         return lines[-1] if lines else "(empty log)"
 
     def _listening(self) -> bool:
-        with measure.in_namespace(self.net.namespace(self.node)):
+        with in_namespace(self.net.namespace(self.node)):
             text = Path("/proc/net/tcp").read_text() + Path("/proc/net/tcp6").read_text()
         return any(line.split()[1].endswith(f":{NFS_PORT:04X}") and line.split()[3] == "0A"
                    for line in text.splitlines()[1:] if len(line.split()) > 3)
@@ -210,23 +207,22 @@ class NfsServer:
         stop_nfsd(self.ns_path, self.dir)
         self.net.state.drop_nfsd(ns)
 
-    def _remove_dir(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.net.state.drop_dir(str(self.dir))
 
 
-def stop_nfsd(ns_path: str, run_dir: Path) -> None:
-    """Threads to 0 and exports flushed in the namespace at ns_path (also used by clean)."""
+def stop_nfsd(ns_path: str, run_dir: Path, seconds: float = 45.0) -> None:
+    """Threads to 0 and exports flushed in the namespace at ns_path (also used by clean),
+    within `seconds`."""
     if not Path(ns_path).exists():
         return
     binds = ""
     if (run_dir / "exports").exists():
         binds = (f"mount --bind {run_dir}/exports /etc/exports; "
                  f"mount --bind {run_dir}/lib /var/lib/nfs; ")
+    part = max(1, int(seconds / 3))
     script = (f"mount --make-rslave / ; {binds}mount -t nfsd nfsd /proc/fs/nfsd && "
-              "echo stopping >&2; timeout 20 rpc.nfsd 0; echo unexporting >&2; "
-              "timeout 10 exportfs -au; echo flushing >&2; timeout 10 exportfs -f")
-    proc = _run(ns_shell(ns_path, script), 60, "stop nfsd")
+              f"echo stopping >&2; timeout {part} rpc.nfsd 0; echo unexporting >&2; "
+              f"timeout {part} exportfs -au; echo flushing >&2; timeout {part} exportfs -f")
+    proc = _run(ns_shell(ns_path, script), seconds + 5, "stop nfsd")
     log.debug("stop nfsd: %s", proc.stderr.strip().replace("\n", "; "))
     if proc.returncode != 0:
         log.warning("stopping nfsd in %s: %s", ns_path, _last_line(proc))
@@ -296,6 +292,11 @@ class NfsMount:
         self.unmount()
 
     def mount(self) -> None:
+        """Mount from the worker's namespace (waits out the server's grace period first)
+        and apply the read-ahead. The mount point is recorded in the run registry BEFORE
+        mount runs, so a crash at any moment leaves nothing `testbed clean` cannot find.
+
+        Raises ServiceError with the kernel's reason when the mount is refused."""
         self.path.mkdir(parents=True, exist_ok=True)
         remote = self.server.remote_path(self.spec.vers).rstrip("/")
         source = f"{self.server.address}:{remote}/{self.subdir}"
@@ -305,12 +306,13 @@ class NfsMount:
                                           str(self.path)])
         self.server.wait_ready()
         self._set_client_identifier()
+        self.net.state.add_mount(str(self.path))
+        self.mounted = True
+        self.net.callback(self.unmount)
         proc = _run(argv, 120, f"mount {source} on {self.worker}")
         if proc.returncode != 0:
+            self.unmount()
             raise ServiceError(f"mount {source} on {self.worker} refused: {_last_line(proc)}")
-        self.mounted = True
-        self.net.state.add_mount(str(self.path))
-        self.net.callback(self.unmount)
         if self.spec.read_ahead_kb is not None:
             self.set_read_ahead(self.spec.read_ahead_kb)
 
@@ -356,7 +358,7 @@ class NfsMount:
 
     def connections(self) -> int:
         """Established TCP connections from this worker to the server's NFS port."""
-        with measure.in_namespace(self.net.namespace(self.worker)):
+        with in_namespace(self.net.namespace(self.worker)):
             text = Path("/proc/net/tcp").read_text()
         n = 0
         for line in text.splitlines()[1:]:
@@ -366,18 +368,32 @@ class NfsMount:
         return n
 
     def unmount(self) -> None:
+        """Unmount (plain, then forced, then lazy if files are still open) and remove the
+        mount point; idempotent. Raises ServiceError if every attempt failed."""
         if not self.mounted:
             return
-        for flags in ([], ["-f"], ["-l"]):
-            proc = _run(["umount", *flags, str(self.path)], 60, f"umount {self.path}")
-            if proc.returncode == 0:
-                break
-            log.info("umount %s %s: %s", " ".join(flags), self.path, _last_line(proc))
-        else:
-            raise ServiceError(f"cannot unmount {self.path}: {_last_line(proc)}")
+        if _is_mounted(self.path):
+            for flags in ([], ["-f"], ["-l"]):
+                proc = _run(["umount", *flags, str(self.path)], 60, f"umount {self.path}")
+                if proc.returncode == 0:
+                    break
+                log.info("umount %s %s: %s", " ".join(flags), self.path, _last_line(proc))
+            else:
+                raise ServiceError(f"cannot unmount {self.path}: {_last_line(proc)}")
         self.mounted = False
         self.net.state.drop_mount(str(self.path))
         try:
             self.path.rmdir()
         except OSError:
             pass
+
+
+def _is_mounted(path: Path) -> bool:
+    """True when `path` is a mount point in /proc/mounts (read without touching the path,
+    so a dead server cannot hang the check)."""
+    target = str(path)
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 1 and fields[1] == target:
+            return True
+    return False

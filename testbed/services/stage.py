@@ -66,21 +66,19 @@ class StagedCopy:
 
     def __init__(self, net: Network, worker: str, source: Path, parallel: int = 4) -> None:
         self.net = net
+        self.worker = worker
         self.source = source
         self.parallel = parallel
         self.path = net.run_dir / f"stage-{worker}"
         self.result: StageResult | None = None
 
     def stage(self, on_file: Callable[[int], None] | None = None) -> StageResult:
+        """Copy the set into a fresh scratch folder of the run; returns files, bytes, time."""
         self.remove()
-        self.path.mkdir(parents=True)
-        self.net.state.add_dir(str(self.path))
-        self.net.callback(self.remove)
+        self.path = self.net.scratch(f"stage-{self.worker}")
         self.result = copy_tree(self.source, self.path, self.parallel, on_file)
         return self.result
 
     def remove(self) -> None:
-        if self.path.exists():
-            shutil.rmtree(self.path, ignore_errors=True)
-        if str(self.path) in self.net.state.dirs:
-            self.net.state.drop_dir(str(self.path))
+        """Delete the local copy (idempotent)."""
+        self.net.remove_scratch(self.path)

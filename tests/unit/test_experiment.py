@@ -1,12 +1,14 @@
-"""Experiment plans, slowdown against the baseline, DLIO summaries (no root)."""
+"""Experiment plans: parsing, validation, baselines, ids, overrides, search; slowdown and
+DLIO summaries (no root, no kernel)."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from testbed import experiment, results, workload
+from testbed import results, workload
 from testbed.errors import SpecError
+from testbed.experiment import REPO, plan as plan_mod, stats
 
 
 def write(tmp_path, text):
@@ -15,55 +17,140 @@ def write(tmp_path, text):
     return p
 
 
-def test_plan_inserts_baseline_and_orders_it_first(tmp_path):
-    plan = experiment.load(write(tmp_path, """
-[sweep]
-distance_km = [3000, 60]
-nconnect = [1, 4]
-loss_pct = [0.1]
-"""))
-    pts = plan.points()
-    assert len(pts) == 2 * 3 * 2
-    assert pts[0] == {"nconnect": 1, "distance_km": 0, "loss_pct": 0}
-    # every point's baseline (distance 0 and loss 0, same nconnect) comes before it
-    for i, p in enumerate(pts):
-        base = {**p, "distance_km": 0, "loss_pct": 0}
-        assert pts.index(base) <= i
+def load(tmp_path, text, **overrides):
+    return plan_mod.load(write(tmp_path, text), {k: str(v) for k, v in overrides.items()})
 
 
-def test_fixed_distance_still_gets_a_baseline(tmp_path):
-    plan = experiment.load(write(tmp_path, "[fixed]\ndistance_km = 3000\n"
-                                           "[sweep]\nrsize = [65536, 1048576]\n"))
-    assert plan.sweep["distance_km"] == [0, 3000]
+def test_every_point_has_its_baseline_before_it(tmp_path):
+    plan = load(tmp_path, "[sweep]\ndistance_km = [3000, 60]\nnconnect = [1, 4]\n"
+                          "loss_pct = [0.1]\n")
+    ids = [p.id for p in plan.points]
+    assert len(plan.points) == 2 * 2 + 2  # two baselines added (loss 0, distance 0)
+    for i, p in enumerate(plan.points):
+        assert p.baseline_id in ids[:i + 1], (p.id, ids)
+    base = plan.points[0]
+    assert base.is_baseline and base.fibre("wan").distance_km == 0
+    assert base.fibre("wan").loss_pct == 0
+
+
+def test_fixed_distance_gets_a_co_located_baseline_and_shows_in_ids(tmp_path):
+    plan = load(tmp_path, "[fixed]\ndistance_km = 3000\n[sweep]\nrsize = [65536, 1048576]\n")
+    assert len(plan.points) == 4
+    assert {p.fibre("wan").distance_km for p in plan.points} == {0.0, 3000.0}
+    assert all("distance_km=" in p.id for p in plan.points)
+
+
+def test_topology_default_distance_shows_in_ids(tmp_path):
+    plan = load(tmp_path, 'topology = "two-sites"\n[sweep]\n'
+                          'fibre.site_b.distance_km = [1000, 3000]\n')
+    far = [p for p in plan.points if not p.is_baseline]
+    assert [p.fibre("site_a").distance_km for p in far] == [60.0, 60.0]
+    assert all("fibre.site_a.distance_km=60" in p.id for p in far)
+    base = plan.baseline_of(far[0])
+    assert base is not None and {s.distance_km for _, s in base.fibres} == {0.0}
+
+
+def test_a_named_link_wins_over_all_links(tmp_path):
+    plan = load(tmp_path, 'topology = "two-sites"\n[fixed]\ndistance_km = 500\n'
+                          '"fibre.site_b.distance_km" = 2000\n')
+    p = [p for p in plan.points if not p.is_baseline][0]
+    assert p.fibre("site_a").distance_km == 500 and p.fibre("site_b").distance_km == 2000
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("[sweep]\ncolour = [1]\n", "unknown key 'colour'"),
-    ("[sweep]\ndata_path = ['ftp']\n", "data_path 'ftp'"),
-    ("[sweep]\nmount = ['fast']\n", "no \\[mounts.fast\\]"),
-    ("[sweep]\nrsize = [1000]\n", "rsize: a power of two"),
-    ("[workload]\npreset = 'gpt5-h100'\n", "preset: unknown"),
-    ("repetitions = 0\n", "repetitions"),
+    ("[sweep]\ncolour = [1]\n", "unknown knob 'colour'"),
+    ("[sweep]\nnconect = [1]\n", "did you mean 'nconnect'"),
+    ("[sweep]\ndata_path = ['ftp']\n", "data_path = 'ftp': unknown 'ftp'"),
+    ("[sweep]\nmount = ['fast']\n", r"no such profile: define \[mounts.fast\]"),
+    ("[sweep]\nrsize = [1000]\n", "rsize = 1000: out of range"),
+    ("[sweep]\nrsize = [65537]\n", "power of two"),
+    ("[workload]\npreset = 'gpt5-h100'\n", "preset = 'gpt5-h100'"),
+    ("repetitions = 0\n", "repetitions = 0"),
+    ("[fixed]\nworkers = 100000\n", "workers = 100000: out of range"),
+    ("[workload]\ncompute_ms = nan\n", "finite"),
+    ("au_bar = 'high'\n", "au_bar = 'high'"),
+    ("[dataset]\nfiles = 'abc'\n", r"\[dataset\] files = 'abc': expected an integer"),
+    ("[dataset]\nfilez = 4\n", "did you mean 'files'"),
+    ("[cache]\nsize = 4\n", "did you mean 'size_mib'"),
+    ("[staging]\nparallels = 4\n", "did you mean 'parallel'"),
+    ("fixed = 5\n", "must be a table"),
+    ("[fixed]\nnconnect = 4\n[sweep]\nnconnect = [1, 2]\n", "either fixed or swept"),
+    ("[sweep]\ndistance_km = [0, 60]\n[fixed]\njitter_ms = 1\n", "point distance_km=0"),
+    ("[sweep]\nvers = ['3']\n", r"vers 3 is not served"),
+    ("[workload]\naccess = 'record'\n", "needs \\[dataset\\] format"),
+    ("[workload]\nwarmup_steps = 20\nsteps = 20\n", "warmup_steps"),
+    ("[sweep]\ndata_path = ['cache']\n[cache]\nsize_mib = 64\n[dataset]\nfiles = 64\n"
+     "file_kib = 4096\n", "cannot hold"),
+    ('topology = "two-sites"\n[sweep]\n"fibre.site_c.loss_pct" = [1]\n', "did you mean 'site_b'"),
+    ('topology = "local"\n[sweep]\ndistance_km = [1]\n', "unknown knob"),
+    ('topology_params = {workers = 2}\n', "use \\[fixed\\]"),
+    ("[search]\nknob = 'distance_km'\nrange = [0, 3000]\ntarget = 'au > 90'\n"
+     "tolerance = 50\n", "metrics"),
 ])
 def test_bad_plans_are_one_line_errors(tmp_path, text, needle):
-    with pytest.raises(SpecError, match=needle):
-        experiment.load(write(tmp_path, text))
+    with pytest.raises(SpecError, match=needle) as info:
+        load(tmp_path, text)
+    assert "\n" not in str(info.value)
+
+
+def test_non_utf8_and_broken_toml(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_bytes(b'name = "\xff"\n')
+    with pytest.raises(SpecError, match="not UTF-8"):
+        plan_mod.load(p)
+    p.write_text("[sweep\n")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        plan_mod.load(p)
+
+
+def test_overrides_fix_a_swept_knob_and_refuse_full_width_digits(tmp_path):
+    text = "[sweep]\ndistance_km = [0, 60, 1000]\nnconnect = [1, 4]\n"
+    plan = load(tmp_path, text, distance_km=60, repetitions=3)
+    assert {p.fibre("wan").distance_km for p in plan.points} == {0.0, 60.0}
+    assert plan.repetitions == 3
+    with pytest.raises(SpecError, match="nconnect = '４'"):
+        load(tmp_path, text, nconnect="４")
+    with pytest.raises(SpecError, match="-p"):
+        load(tmp_path, text, distance_km="inf")
+
+
+def test_read_ahead_zero_is_kept(tmp_path):
+    plan = load(tmp_path, "[fixed]\nread_ahead_kb = 0\n")
+    assert all(p.mount.read_ahead_kb == 0 for p in plan.points)
 
 
 def test_preset_scales_size_and_compute_together(tmp_path):
-    plan = experiment.load(write(tmp_path, "[workload]\npreset = 'unet3d-h100'\n"
-                                           "scale = 0.01\n"))
+    plan = load(tmp_path, "[workload]\npreset = 'unet3d-h100'\nscale = 0.01\n")
     p = workload.PRESETS["unet3d-h100"]
-    assert plan.workload.batch == 7 and plan.au_bar == 90
-    assert plan.workload.compute_ms == pytest.approx(3.23)
-    assert plan.file_bytes == (int(p["sample_bytes"] * 0.01) // 1024) * 1024
+    point = plan.points[0]
+    assert point.workload.batch == 7 and plan.au_bar == 90
+    assert point.workload.compute_ms == pytest.approx(3.23)
+    assert point.dataset.file_bytes == (int(p["sample_bytes"] * 0.01) // 1024) * 1024
 
 
-def test_slowdown_against_same_settings_at_zero():
-    df = pd.DataFrame({"distance_km": [0, 0, 3000, 3000], "loss_pct": 0.0,
-                       "mount": ["a", "b", "a", "b"], "wall_s": [10.0, 5.0, 15.0, 5.5]})
-    out = experiment._with_slowdown(df, ["mount", "distance_km"])
-    assert list(out["slowdown_pct"].round(6)) == [0.0, 0.0, 50.0, 10.0]
+def test_search_settings_and_checks(tmp_path):
+    plan = load(tmp_path, "[sweep]\nmount = ['default', 'tuned']\n[mounts.tuned]\n"
+                          "nconnect = 4\n[search]\nknob = 'distance_km'\nrange = [0, 3000]\n"
+                          "target = 'au_pct >= 90'\ntolerance = 100\n")
+    assert plan.search is not None and plan.search.meets(90.0) and not plan.search.meets(89.9)
+    assert plan.search.key.text == "distance_km"
+    assert len(plan_mod.search_settings(plan.resolver.raw)) == 2
+
+
+def test_slowdown_per_step_against_each_points_baseline():
+    df = pd.DataFrame({
+        "point": ["a=0|rep=0", "a=0|rep=1", "a=1|rep=0", "b=0|rep=0", "b=1|rep=0"],
+        "baseline_point": ["a=0", "a=0", "a=0", "b=0", "b=0"],
+        "status": "ok", "wall_s": [10.0, 10.0, 30.0, 5.0, 11.0],
+        "steps_measured": [10, 10, 20, 10, 10]})
+    out = stats.with_slowdown(df)
+    assert list(out["slowdown_pct"].round(6)) == [0.0, 0.0, 50.0, 0.0, 120.0]
+
+
+def test_mean_ci():
+    mean, ci = stats.mean_ci(pd.Series([1.0, 2.0, 3.0]))
+    assert mean == 2.0 and ci == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)
+    assert math.isnan(stats.mean_ci(pd.Series([5.0]))[1])
 
 
 def test_dlio_summary_keys_and_expectation():
@@ -74,8 +161,6 @@ def test_dlio_summary_keys_and_expectation():
     assert m["train_au_meet_expectation"] == "success"
     assert m["train_throughput_mean_samples_per_second"] == 9.0
     assert m["train_io_mean_MB_per_second"] == 90.0
-    assert results.dlio_summary(rows.assign(au_pct=[80.0, 85.0]), 90)["metric"][
-        "train_au_meet_expectation"] == "fail"
 
 
 def test_mathis_bound():
@@ -86,31 +171,27 @@ def test_mathis_bound():
 
 
 def test_shipped_experiments_load():
-    for f in sorted((experiment.REPO / "experiments").glob("*.toml")):
-        experiment.load(f)
+    files = sorted((REPO / "experiments").glob("*.toml"))
+    assert len(files) >= 7
+    for f in files:
+        plan_mod.load(f)
 
 
 def test_capture_option_parsed_and_checked(tmp_path):
     base = '[sweep]\ndistance_km = [0, 60]\n'
-    f = tmp_path / "c.toml"
-    f.write_text(base + "[capture]\nseconds = 30\nkeep_pcap = true\n")
-    opt = experiment.load(f).capture
+    opt = load(tmp_path, base + "[capture]\nseconds = 30\nkeep_pcap = true\n").capture
     assert opt is not None and opt.seconds == 30 and opt.keep_pcap and opt.max_mib == 256
-    f.write_text(base + "[capture]\nenabled = false\n")
-    assert experiment.load(f).capture is None
-    f.write_text(base)
-    assert experiment.load(f).capture is None
+    assert load(tmp_path, base + "[capture]\nenabled = false\n").capture is None
+    assert load(tmp_path, base).capture is None
     for bad in ("secs = 3", "seconds = 0", "max_mib = 1.5", 'keep_pcap = "yes"'):
-        f.write_text(base + f"[capture]\n{bad}\n")
         with pytest.raises(SpecError, match="capture"):
-            experiment.load(f)
+            load(tmp_path, base + f"[capture]\n{bad}\n")
 
 
 def test_server_table(tmp_path):
-    f = tmp_path / "s.toml"
-    f.write_text('[sweep]\ndistance_km = [0]\n[server]\nthreads = 64\n')
-    assert experiment.load(f).server.threads == 64
-    for bad in ("threads = 0", "thread = 8"):
-        f.write_text(f'[sweep]\ndistance_km = [0]\n[server]\n{bad}\n')
-        with pytest.raises(SpecError):
-            experiment.load(f)
+    plan = load(tmp_path, '[server]\nthreads = 64\nversions = ["3", "4.2"]\n')
+    assert plan.points[0].server.threads == 64
+    assert plan.points[0].server.versions == ("3", "4.2")
+    for bad in ("threads = 0", "thread = 8", 'versions = ["2"]'):
+        with pytest.raises(SpecError, match="server"):
+            load(tmp_path, f'[server]\n{bad}\n')

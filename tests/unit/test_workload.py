@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from testbed import workload
-from testbed.errors import SpecError
+from testbed.errors import SpecError, WorkloadError
 
 
 def test_summary_excludes_warmup_and_computes_au():
@@ -56,5 +56,5 @@ def test_record_level_access_reads_every_record(tmp_path, kind):
 
 def test_record_access_on_raw_files_is_a_clear_error(tmp_path):
     workload.generate(tmp_path, 1, 10, "raw")
-    with pytest.raises(SpecError, match="not a record shard"):
+    with pytest.raises(WorkloadError, match="not a record shard"):
         workload.samples_of(sorted(tmp_path.glob("sample_*")), "record")

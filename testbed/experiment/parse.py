@@ -1,0 +1,398 @@
+"""Reading an experiment file: TOML -> a RawPlan of typed values, every value checked
+where it was written. Nothing here resolves points or touches the kernel (see plan.py).
+
+Layout of an experiment file (experiments/*.toml):
+
+    name = "demo"            results folder name        topology = "apn"
+    repetitions = 1          au_bar = 90                description = "..."
+    [fixed]       KNOB = value           one value for every point
+    [sweep]       KNOB = [values, ...]   the cartesian product of all swept knobs
+    [search]      knob = "distance_km", range = [0, 3000], target = "au_pct >= 90",
+                  tolerance = 100        find where the target stops being met
+    [mounts.NAME] mount knobs            a profile the `mount` knob names
+    [dataset] [workload] [server] [cache] [staging]   plain values of their knobs
+    [workload]    preset = "unet3d-h100", scale = 0.01  MLPerf Storage defaults
+    [capture]     seconds, max_mib, keep_pcap, enabled  a packet capture per point
+
+KNOB is any row of testbed.experiment.dimensions, for fibre knobs optionally per link
+(`fibre.site_b.distance_km`, `fibre.*.loss_pct`). Every error is one SpecError line
+naming the file, the table, the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import SpecError
+from testbed.spec import FLOAT_TEXT_RE
+from testbed.experiment import dimensions as dims
+from testbed.experiment.dimensions import Key, did_you_mean, show
+from testbed.topology import fibres as topo_fibres
+from testbed.topology import load_topologies
+from testbed.topology import build as build_topology
+from testbed.workload import PRESETS
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
+TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
+TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
+MAX_SWEEP_VALUES = 1000
+METRICS = ("au_pct", "slowdown_pct", "throughput_MB_s", "samples_per_s")
+OPS = (">=", "<=", ">", "<")
+TARGET_RE = re.compile(r"\s*([A-Za-z_]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*\Z", re.ASCII)
+
+
+@dataclass(frozen=True)
+class CaptureOption:
+    """A packet capture on the first worker during repetition 0 of every point."""
+
+    seconds: float = 120.0
+    max_mib: int = 256
+    keep_pcap: bool = False
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """[search]: find, per setting, the value of `key` where `metric op target` stops
+    holding, to within `tolerance` (in the knob's unit), between lo and hi."""
+
+    key: Key
+    lo: float
+    hi: float
+    metric: str
+    op: str
+    target: float
+    tolerance: float
+    max_points: int = 12
+
+    def meets(self, value: float) -> bool:
+        """Whether a measured metric meets the target (NaN never does)."""
+        ops = {">=": value >= self.target, "<=": value <= self.target,
+               ">": value > self.target, "<": value < self.target}
+        return bool(ops[self.op])
+
+    @property
+    def text(self) -> str:
+        """The target as written: "au_pct >= 90"."""
+        return f"{self.metric} {self.op} {dims.number(self.target)}"
+
+
+@dataclass
+class RawPlan:
+    """An experiment file's contents, typed and checked value by value."""
+
+    path: Path
+    name: str
+    topology: str
+    links: tuple[str, ...]
+    repetitions: int = 1
+    au_bar: float | None = None
+    description: str = ""
+    sections: dict[Key, Any] = field(default_factory=dict)
+    preset: dict[str, Any] = field(default_factory=dict)
+    fixed: dict[Key, Any] = field(default_factory=dict)
+    sweep: dict[Key, list[Any]] = field(default_factory=dict)
+    mounts: dict[str, dict[Key, Any]] = field(default_factory=dict)
+    search: SearchSpec | None = None
+    capture: CaptureOption | None = None
+
+
+class Where:
+    """Error context: the file (and table) a value was read from."""
+
+    def __init__(self, path: Path, table: str = "") -> None:
+        self.path, self.table = path, table
+
+    def at(self, table: str) -> Where:
+        """The same file, another table."""
+        return Where(self.path, table)
+
+    def error(self, key: str, value: Any, problem: str) -> SpecError:
+        """One line: FILE: [table] key = value: problem."""
+        table = f"[{self.table}] " if self.table else ""
+        return SpecError(f"{self.path}: {table}{key} = {show(value)}: {problem}")
+
+    def plain(self, problem: str) -> SpecError:
+        """One line: FILE: [table] problem."""
+        table = f"[{self.table}] " if self.table else ""
+        return SpecError(f"{self.path}: {table}{problem}")
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The file's TOML as a dict; SpecError for a missing, unreadable, non-UTF-8 or
+    malformed file."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"experiment file {p} not found")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{p}: not UTF-8 text (byte {exc.start}): experiment files are TOML")
+    except OSError as exc:
+        raise SpecError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{p}: not valid TOML: {exc}") from None
+
+
+def _table(cfg: dict[str, Any], name: str, where: Where) -> dict[str, Any]:
+    value = cfg.get(name, {})
+    if not isinstance(value, dict):
+        raise where.plain(f"{name} = {show(value)}: must be a table ([{name}])")
+    return value
+
+
+def _top_level(cfg: dict[str, Any], where: Where) -> tuple[str, str, int, float | None, str]:
+    for key, value in cfg.items():
+        if key not in TOP_LEVEL + TABLES:
+            if key == "topology_params":
+                raise where.error(key, value, "use [fixed] for fixed knob values")
+            raise where.error(key, value, "unknown key" + did_you_mean(key, TOP_LEVEL + TABLES))
+    name = cfg.get("name", where.path.stem)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise where.error("name", name, "letters, digits, _ . - (at most 64)")
+    topo = cfg.get("topology", "apn")
+    known = tuple(load_topologies())
+    if not isinstance(topo, str) or topo not in known:
+        raise where.error("topology", topo, "one of " + ", ".join(known)
+                          + (did_you_mean(topo, known) if isinstance(topo, str) else ""))
+    reps = _checked(dims.Dimension("repetitions", "int", "", "loader", "repetitions", 1, 100),
+                    cfg.get("repetitions", 1), where, "repetitions")
+    bar = cfg.get("au_bar")
+    if bar is not None:
+        bar = _checked(dims.Dimension("au_bar", "float", "%", "loader", "AU bar", 0.001, 100),
+                       bar, where, "au_bar")
+    desc = cfg.get("description", "")
+    if not isinstance(desc, str) or len(desc) > 2000:
+        raise where.error("description", desc, "text of at most 2000 characters")
+    return name, topo, reps, bar, desc
+
+
+def _checked(dim: dims.Dimension, value: Any, where: Where, key: str,
+             text: bool = False) -> Any:
+    try:
+        return dim.parse(value, text)
+    except ValueError as exc:
+        raise where.error(key, value, str(exc)) from None
+
+
+def _knobs(table: dict[str, Any], where: Where) -> list[tuple[str, Any]]:
+    """(knob, value) of a [fixed]/[sweep] table; an unquoted dotted key written
+    `fibre.site_b.distance_km = ...` arrives as nested tables and is flattened back."""
+    out: list[tuple[str, Any]] = []
+    for k, v in table.items():
+        if k != "fibre" or not isinstance(v, dict):
+            out.append((k, v))
+            continue
+        for link, knobs in v.items():
+            if not isinstance(knobs, dict):
+                raise where.error(f"fibre.{link}", knobs, "write fibre.LINK.KNOB = value")
+            out += [(f"fibre.{link}.{name}", x) for name, x in knobs.items()]
+    return out
+
+
+def _key(text: Any, raw: RawPlan, where: Where) -> Key:
+    try:
+        key = dims.parse_key(text, raw.links)
+    except ValueError as exc:
+        raise where.plain(str(exc)) from None
+    if key.dim.per_link and not raw.links:
+        raise where.plain(f"unknown knob {text!r} here: topology {raw.topology} has no "
+                          "fibre link")
+    return key
+
+
+def _value(key: Key, value: Any, raw: RawPlan, where: Where, text: bool = False) -> Any:
+    if key.dim.name == "mount":
+        if not isinstance(value, str) or (value != "default" and value not in raw.mounts):
+            known = ["default", *raw.mounts]
+            hint = did_you_mean(value, known) if isinstance(value, str) else ""
+            raise where.error(key.text, value, f"no such profile{hint}: define "
+                              f"[mounts.{value if isinstance(value, str) else 'NAME'}]; "
+                              f"known: {', '.join(known)}")
+        return value
+    return _checked(key.dim, value, where, key.text, text)
+
+
+def _sections(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
+    """[dataset] [workload] [server] [cache] [staging]: plain values of their knobs
+    ([workload] also takes an MLPerf Storage preset and its scale)."""
+    for section in dims.SECTIONS:
+        table = _table(cfg, section, where)
+        known = dims.in_section(section)
+        extra = ("preset", "scale") if section == "workload" else ()
+        for k, v in table.items():
+            if k in extra:
+                continue
+            if k not in known:
+                raise where.at(section).error(k, v, "unknown key" + did_you_mean(
+                    k, tuple(known) + extra) + f"; known: {', '.join(tuple(known) + extra)}")
+            raw.sections[Key(known[k])] = _value(Key(known[k]), v, raw, where.at(section))
+        if section == "workload":
+            _preset(table, raw, where.at(section))
+
+
+def _preset(table: dict[str, Any], raw: RawPlan, where: Where) -> None:
+    """MLPerf Storage defaults from [workload] preset (+ scale): sample size, batch,
+    compute time, readers and the AU bar; explicit values win."""
+    if "preset" not in table:
+        if "scale" in table:
+            raise where.error("scale", table["scale"], "scale needs a preset")
+        return
+    name = _checked(dims.Dimension("preset", "choice", "", "loader", "preset",
+                                   choices=tuple(PRESETS)), table["preset"], where, "preset")
+    scale = _checked(dims.Dimension("scale", "float", "", "loader", "scale", 1e-6, 1),
+                     table.get("scale", 1.0), where, "scale")
+    p = PRESETS[name]
+    raw.preset = {"file_kib": max(4, int(p["sample_bytes"] * scale) // 1024),
+                  "batch": p["batch"], "compute_ms": p["compute_ms"] * scale,
+                  "readers": p["readers"], "au_bar": p["au_bar"]}
+
+
+def _mounts(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
+    """[mounts.NAME] profiles: each a table of mount knobs."""
+    table = _table(cfg, "mounts", where)
+    known = dims.in_section("mounts")
+    for name, profile in table.items():
+        w = where.at(f"mounts.{name}")
+        if not isinstance(profile, dict):
+            raise where.at("mounts").error(name, profile, f"must be a table ([mounts.{name}])")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise w.plain("profile names: letters, digits, _ . -")
+        raw.mounts[name] = {}
+        for k, v in profile.items():
+            if k not in known:
+                raise w.error(k, v, "not a mount knob" + did_you_mean(k, tuple(known))
+                              + f"; known: {', '.join(known)}")
+            raw.mounts[name][Key(known[k])] = _value(Key(known[k]), v, raw, w)
+
+
+def _fixed(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
+    w = where.at("fixed")
+    for k, v in _knobs(_table(cfg, "fixed", where), w):
+        key = _key(k, raw, w)
+        if isinstance(v, list):
+            raise w.error(k, v, "a fixed knob takes one value; sweep lists go in [sweep]")
+        raw.fixed[key] = _value(key, v, raw, w)
+
+
+def _sweep(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
+    w = where.at("sweep")
+    for k, v in _knobs(_table(cfg, "sweep", where), w):
+        key = _key(k, raw, w)
+        values = v if isinstance(v, list) and key.dim.kind != "str_list" else [v]
+        if key.dim.kind == "str_list" and isinstance(v, list) and v and isinstance(v[0], list):
+            values = v
+        if not values:
+            raise w.error(k, v, "an empty sweep: give at least one value")
+        if len(values) > MAX_SWEEP_VALUES:
+            raise w.error(k, f"{len(values)} values", f"at most {MAX_SWEEP_VALUES}")
+        if key in raw.fixed:
+            raise w.error(k, v, "also given in [fixed]: a knob is either fixed or swept")
+        parsed = [_value(key, x, raw, w) for x in values]
+        if len(set(map(repr, parsed))) != len(parsed):
+            raise w.error(k, v, "a value is listed twice")
+        raw.sweep[key] = parsed
+
+
+def _target(text: Any, where: Where) -> tuple[str, str, float]:
+    """"au_pct >= 90" -> ("au_pct", ">=", 90.0); SpecError naming what is allowed."""
+    m = TARGET_RE.match(text) if isinstance(text, str) else None
+    if not m or m.group(1) not in METRICS or not FLOAT_TEXT_RE.match(m.group(3)) \
+            or not float(m.group(3)) < float("inf") or not float(m.group(3)) > -float("inf"):
+        raise where.error("target", text, f"like \"au_pct >= 90\" with a finite number; "
+                          f"metrics: {', '.join(METRICS)}; operators: {' '.join(OPS)}")
+    return m.group(1), m.group(2), float(m.group(3))
+
+
+def _search(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
+    """[search] knob, range = [lo, hi], target = "au_pct >= 90", tolerance, max_points."""
+    table = _table(cfg, "search", where)
+    if not table:
+        return
+    w = where.at("search")
+    known = ("knob", "range", "target", "tolerance", "max_points")
+    for k, v in table.items():
+        if k not in known:
+            raise w.error(k, v, "unknown key" + did_you_mean(k, known) + f"; known: "
+                          f"{', '.join(known)}")
+    for k in ("knob", "range", "target", "tolerance"):
+        if k not in table:
+            raise w.plain(f"{k} is missing; [search] needs {', '.join(known[:4])}")
+    key = _key(table["knob"], raw, w)
+    if key.dim.kind not in ("int", "float", "rate"):
+        raise w.error("knob", table["knob"], "a numeric knob")
+    rng = table["range"]
+    if not isinstance(rng, list) or len(rng) != 2:
+        raise w.error("range", rng, "[low, high]")
+    lo, hi = (_value(key, x, raw, w) for x in rng)
+    if not lo < hi:
+        raise w.error("range", rng, "low must be below high")
+    metric, op, target = _target(table["target"], w)
+    tol = _checked(dims.Dimension("tolerance", "float", key.dim.unit, "loader", "tolerance",
+                                  1e-9, hi - lo), table["tolerance"], w, "tolerance")
+    maxp = _checked(dims.Dimension("max_points", "int", "", "loader", "max_points", 3, 64),
+                    table.get("max_points", 12), w, "max_points")
+    if key in raw.fixed:
+        raise w.error("knob", table["knob"], "also given in [fixed]")
+    raw.search = SearchSpec(key, lo, hi, metric, op, target, tol, maxp)
+
+
+def _capture(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
+    table = _table(cfg, "capture", where)
+    if not table:
+        return
+    w = where.at("capture")
+    rows = {"enabled": dims.Dimension("enabled", "bool", "", "loader", "enabled"),
+            "seconds": dims.Dimension("seconds", "float", "s", "loader", "seconds", 0.1, 3600),
+            "max_mib": dims.Dimension("max_mib", "int", "MiB", "loader", "max_mib", 1, 65536),
+            "keep_pcap": dims.Dimension("keep_pcap", "bool", "", "loader", "keep_pcap")}
+    values = {}
+    for k, v in table.items():
+        if k not in rows:
+            raise w.error(k, v, "unknown key" + did_you_mean(k, tuple(rows)) + "; known: "
+                          + ", ".join(rows))
+        values[k] = _checked(rows[k], v, w, k)
+    if values.pop("enabled", True):
+        raw.capture = CaptureOption(**values)
+
+
+def apply_overrides(raw: RawPlan, overrides: dict[str, str]) -> None:
+    """-p KEY=VALUE from the command line: fixes a knob (replacing its sweep), or sets
+    repetitions / au_bar. Values are parsed as text (ASCII numbers, true/false, rates)."""
+    where = Where(Path("-p"))
+    for text, value in overrides.items():
+        if text in ("repetitions", "au_bar"):
+            lo, hi = (1, 100) if text == "repetitions" else (0.001, 100)
+            dim = dims.Dimension(text, "int" if text == "repetitions" else "float", "",
+                                 "loader", text, lo, hi)
+            setattr(raw, text, _checked(dim, value, where, text, text=True))
+            continue
+        key = _key(text, raw, where)
+        if raw.search is not None and raw.search.key == key:
+            raise where.error(text, value, "this knob is searched by [search]; remove "
+                              "the [search] table to fix it")
+        raw.fixed[key] = _value(key, value, raw, where, text=True)
+        raw.sweep.pop(key, None)
+
+
+def parse(path: str | Path, overrides: dict[str, str] | None = None) -> RawPlan:
+    """Read and check an experiment file (and -p overrides); SpecError on any problem."""
+    p = Path(path)
+    cfg = read_toml(p)
+    where = Where(p)
+    name, topo, reps, bar, desc = _top_level(cfg, where)
+    links = tuple(topo_fibres(build_topology(topo, {})))
+    raw = RawPlan(p, name, topo, links, reps, bar, desc)
+    _mounts(cfg, raw, where)
+    _sections(cfg, raw, where)
+    _fixed(cfg, raw, where)
+    _sweep(cfg, raw, where)
+    _search(cfg, raw, where)
+    _capture(cfg, raw, where)
+    apply_overrides(raw, overrides or {})
+    return raw

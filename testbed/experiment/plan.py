@@ -1,0 +1,385 @@
+"""Plans: an experiment file -> a frozen plan of fully validated points.
+
+A point is one complete setting of every knob (every row of the dimension table, fibre
+knobs per link) with the specs built from it: one FibreSpec per named fibre, the
+MountSpec, WorkloadSpec, NfsServerSpec and DatasetSpec. Building them runs every check
+the specs have, and the cross-field RULES below, for every point, before anything is
+created in the kernel: a bad value in the last point of a sweep fails at load time.
+
+Values come in layers, later ones winning: the specs' defaults and the topology's own
+fibres; an MLPerf preset; the plain tables ([dataset], [workload], ...); the point's mount
+profile (for mount knobs not set explicitly); [fixed] and -p; the point's sweep values.
+A fibre knob written for every link (`distance_km`) yields to one written for a named
+link (`fibre.site_b.distance_km`).
+
+Every point has a co-located baseline: the same point with every fibre's distance, loss,
+jitter and equipment delay at their baseline values (0). Baselines are added to the plan
+when the sweep does not contain them, and ordered before the points that need them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from testbed.errors import SpecError
+from testbed.experiment import dimensions as dims
+from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
+from testbed.experiment.dimensions import Key
+from testbed.experiment.parse import CaptureOption, RawPlan, SearchSpec, parse
+from testbed.spec import FibreSpec, MountSpec, NfsServerSpec
+from testbed.topology import SiteTopo
+from testbed.topology import build as build_topology
+from testbed.topology import fibres as topo_fibres
+from testbed.workload import DatasetSpec, WorkloadSpec
+
+MAX_POINTS = 20_000
+DEFAULT_AU_BAR = 90.0
+
+
+def format_value(value: Any) -> str:
+    """A knob's value in point ids and tables: 3000, 0.1, true, 4.1+4.2, tuned."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return dims.number(value) if math.isfinite(value) else str(value)
+    if isinstance(value, tuple):
+        return "+".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One complete, validated setting of every knob, and the specs built from it."""
+
+    ident: tuple[tuple[Key, Any], ...]
+    settings: tuple[tuple[Key, Any], ...]
+    topology: str
+    fibres: tuple[tuple[str, FibreSpec], ...]
+    mount: MountSpec
+    workload: WorkloadSpec
+    server: NfsServerSpec
+    dataset: DatasetSpec
+    baseline_ident: tuple[tuple[Key, Any], ...]
+
+    @property
+    def id(self) -> str:
+        """The point's name in results.csv: the plan's varying knobs, k=v|k=v."""
+        return "|".join(f"{k.column}={format_value(v)}" for k, v in self.ident) or "point"
+
+    @property
+    def baseline_id(self) -> str:
+        """The id of its co-located baseline (its own id if it is one)."""
+        return "|".join(f"{k.column}={format_value(v)}" for k, v in self.baseline_ident) \
+            or "point"
+
+    @property
+    def is_baseline(self) -> bool:
+        """Whether this point is its own co-located baseline."""
+        return self.ident == self.baseline_ident
+
+    def run_id(self, rep: int) -> str:
+        """The id of one repetition of this point."""
+        return f"{self.id}|rep={rep}"
+
+    def value(self, name: str, link: str | None = None) -> Any:
+        """A knob's value (fibre knobs: of one link, or the first link if None)."""
+        for key, value in self.settings:
+            if key.dim.name == name and (link is None or key.link == link):
+                return value
+        raise KeyError(name)
+
+    @property
+    def data_path(self) -> str:
+        """Where training reads from (a data path's name)."""
+        return str(self.value("data_path"))
+
+    @property
+    def workers(self) -> int:
+        """GPU workers per site."""
+        return int(self.value("workers"))
+
+    @property
+    def group(self) -> tuple[Any, ...]:
+        """The knobs that need a fresh testbed (topology, nfsd, dataset): points with the
+        same group share one."""
+        return tuple((k.column, v) for k, v in self.settings if not k.dim.live)
+
+    def fibre(self, name: str) -> FibreSpec:
+        """The spec of the named fibre at this point."""
+        return dict(self.fibres)[name]
+
+
+Rule = Callable[[Point], str | None]
+
+
+def _record_needs_records(p: Point) -> str | None:
+    if p.workload.access == "record" and p.dataset.format != "record":
+        return "access = \"record\" needs [dataset] format = \"record\""
+    return None
+
+
+def _version_served(p: Point) -> str | None:
+    if p.mount.vers not in p.server.versions:
+        return (f"vers {p.mount.vers} is not served: add it to [server] versions "
+                f"(now {', '.join(p.server.versions)})")
+    return None
+
+
+def _cache_fits(p: Point) -> str | None:
+    need = math.ceil(p.workers * p.dataset.total_bytes * 1.25 / 2**20)
+    if p.data_path == "cache" and int(p.value("cache_mib")) < need:
+        return (f"[cache] size_mib = {p.value('cache_mib')} cannot hold {p.workers} worker(s) "
+                f"x {p.dataset.total_bytes / 2**20:.0f} MiB of data: at least {need}")
+    return None
+
+
+def _steps_after_warmup(p: Point) -> str | None:
+    if p.workload.warmup_steps >= p.workload.steps:
+        return f"warmup_steps = {p.workload.warmup_steps} leaves no measured step of " \
+               f"steps = {p.workload.steps}"
+    return None
+
+
+RULES: tuple[Rule, ...] = (_record_needs_records, _version_served, _cache_fits,
+                           _steps_after_warmup)
+
+
+class Resolver:
+    """Turns assignments (knob -> value, as the file writes them) into validated points."""
+
+    def __init__(self, raw: RawPlan) -> None:
+        self.raw = raw
+        self.au_bar = raw.au_bar or raw.preset.get("au_bar", DEFAULT_AU_BAR)
+        self._topos: dict[int | None, SiteTopo] = {}
+        base_topo = self.topo(None)
+        self.default_fibres = {n: spec for n, (_, _, spec) in topo_fibres(base_topo).items()}
+        self.defaults = self._defaults(base_topo)
+
+    def topo(self, workers: int | None) -> SiteTopo:
+        """The topology built for `workers` (None: its default): validates the address
+        space and interface names."""
+        if workers not in self._topos:
+            params = {} if workers is None else {"workers": workers}
+            try:
+                self._topos[workers] = build_topology(self.raw.topology, params)
+            except SpecError as exc:
+                raise SpecError(f"{self.raw.path}: workers = {workers}: {exc}") from None
+        return self._topos[workers]
+
+    def _defaults(self, topo: SiteTopo) -> dict[Key, Any]:
+        """Every knob's default: the specs' own and the topology's fibres."""
+        specs = {"mount": MountSpec(), "loader": WorkloadSpec(), "server": NfsServerSpec(),
+                 "dataset": DatasetSpec()}
+        other = {"mount": "default", "workers": topo.params.get("workers", 1),  # type: ignore[attr-defined]
+                 "mtu": 1500, "data_path": "direct", "cache_mib": 1024, "stage_parallel": 4}
+        out: dict[Key, Any] = {}
+        for d in dims.DIMENSIONS:
+            if d.per_link:
+                for link, spec in self.default_fibres.items():
+                    out[Key(d, link)] = getattr(spec, d.spec_field)
+            elif d.name in other:
+                out[Key(d)] = other[d.name]
+            else:
+                out[Key(d)] = getattr(specs[d.target], d.spec_field)
+        return out
+
+    def expand(self, key: Key) -> list[Key]:
+        """The per-link keys a written key sets (every link for a plain fibre knob)."""
+        if key.dim.per_link and key.link is None:
+            return [Key(key.dim, link) for link in self.default_fibres]
+        return [key]
+
+    def _apply(self, values: dict[Key, Any], layer: dict[Key, Any]) -> None:
+        for key in sorted(layer, key=lambda k: k.link is not None):  # plain before per-link
+            for k in self.expand(key):
+                values[k] = layer[key]
+
+    def settings(self, assignment: dict[Key, Any]) -> dict[Key, Any]:
+        """Every knob's value for an assignment (see the module docstring's layers)."""
+        values = dict(self.defaults)
+        self._apply(values, {Key(dims.BY_NAME[k]): v for k, v in self.raw.preset.items()
+                             if k in dims.BY_NAME})
+        self._apply(values, self.raw.sections)
+        profile = self.raw.mounts.get(assignment.get(Key(dims.BY_NAME["mount"]),
+                                                     values[Key(dims.BY_NAME["mount"])]), {})
+        self._apply(values, {k: v for k, v in profile.items() if k not in assignment})
+        self._apply(values, assignment)
+        return values
+
+    def point(self, assignment: dict[Key, Any], id_keys: Iterable[Key]) -> Point:
+        """A validated point; SpecError naming the point and the problem."""
+        ident = tuple((k, assignment.get(k)) for k in id_keys)
+        base = self.baseline_assignment(assignment)
+        base_ident = tuple((k, base.get(k)) for k in id_keys)
+        values = self.settings(assignment)
+        label = "|".join(f"{k.column}={format_value(v)}" for k, v in ident) or "the point"
+        try:
+            point = self._build(values, ident, base_ident)
+            for rule in RULES:
+                problem = rule(point)
+                if problem:
+                    raise SpecError(problem)
+        except SpecError as exc:
+            raise SpecError(f"{self.raw.path}: point {label}: {exc}") from None
+        return point
+
+    @staticmethod
+    def baseline_assignment(assignment: dict[Key, Any]) -> dict[Key, Any]:
+        """The assignment of an assignment's co-located baseline."""
+        return {k: (k.dim.baseline if k.dim.baseline is not None else v)
+                for k, v in assignment.items()}
+
+    def _build(self, values: dict[Key, Any], ident: tuple[tuple[Key, Any], ...],
+               base_ident: tuple[tuple[Key, Any], ...]) -> Point:
+        by = lambda target: {k.dim.spec_field: v for k, v in values.items()  # noqa: E731
+                             if k.dim.target == target and k.dim.name != "mount"}
+        mtu = int(values[Key(dims.BY_NAME["mtu"])])
+        fibres = tuple((link, spec.replace(mtu=mtu, **{k.dim.spec_field: v for k, v in
+                                                      values.items() if k.link == link}))
+                       for link, spec in self.default_fibres.items())
+        loader = by("loader")
+        dp = values[Key(dims.BY_NAME["data_path"])]
+        self.topo(int(values[Key(dims.BY_NAME["workers"])]))
+        return Point(
+            ident=ident, settings=tuple(values.items()), topology=self.raw.topology,
+            fibres=fibres, mount=MountSpec(**by("mount"), fsc=DATA_PATHS[dp].fsc),
+            workload=WorkloadSpec(**loader, au_bar=self.au_bar),
+            server=NfsServerSpec(**by("server")), dataset=DatasetSpec(**by("dataset")),
+            baseline_ident=base_ident)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An experiment, validated: its points in run order (baselines first), how often
+    each runs, the AU bar, and the optional search and capture."""
+
+    name: str
+    path: Path
+    topology: str
+    description: str
+    repetitions: int
+    au_bar: float
+    points: tuple[Point, ...]
+    id_keys: tuple[Key, ...]
+    swept: tuple[Key, ...]
+    search: SearchSpec | None
+    capture: CaptureOption | None
+    resolver: Resolver = field(compare=False, repr=False)
+
+    def runs(self) -> list[tuple[Point, int]]:
+        """Every (point, repetition) of the grid, in run order."""
+        return [(p, r) for p in self.points for r in range(self.repetitions)]
+
+    def baseline_of(self, point: Point) -> Point | None:
+        """The grid's point that is `point`'s co-located baseline."""
+        return next((p for p in self.points if p.id == point.baseline_id), None)
+
+    def settings_of(self, point: Point) -> tuple[tuple[Key, Any], ...]:
+        """The point's values of the swept knobs other than the searched one (its
+        "setting": what a search or a plot line keeps fixed)."""
+        skip = {self.search.key} if self.search else set()
+        return tuple((k, v) for k, v in point.ident if k in self.swept and k not in skip)
+
+
+def _covered(keys: Iterable[Key]) -> set[tuple[str, str | None]]:
+    """(knob, link) pairs written keys set; (knob, None) means every link."""
+    return {(k.dim.name, k.link) for k in keys}
+
+
+def _implicit(raw: RawPlan, resolver: Resolver) -> dict[Key, Any]:
+    """Topology-default fibre values off their baseline that no written key sets: made
+    explicit so that they show in point ids (their baseline differs)."""
+    written = _covered([*raw.fixed, *raw.sweep, *([raw.search.key] if raw.search else [])])
+    out: dict[Key, Any] = {}
+    for link, spec in resolver.default_fibres.items():
+        for d in dims.FIBRE_DIMS:
+            value = getattr(spec, d.spec_field)
+            if d.baseline is not None and value != d.baseline \
+                    and (d.name, None) not in written and (d.name, link) not in written:
+                out[Key(d, link)] = value
+    return out
+
+
+def _id_keys(raw: RawPlan, fixed: dict[Key, Any]) -> tuple[Key, ...]:
+    """The knobs that name a point: swept, searched, and fixed ones whose baseline
+    differs (so a point and its baseline have different names)."""
+    keys = list(raw.sweep)
+    if raw.search is not None and raw.search.key not in keys:
+        keys.append(raw.search.key)
+    keys += [k for k, v in fixed.items()
+             if k.dim.baseline is not None and v != k.dim.baseline and k not in keys]
+    return tuple(keys)
+
+
+def _combos(sweep: dict[Key, list[Any]]) -> list[dict[Key, Any]]:
+    """The cartesian product of the sweep; knobs with a baseline value innermost and
+    ascending, so every point's baseline comes before it."""
+    keys = [k for k in sweep if k.dim.baseline is None] + \
+           [k for k in sweep if k.dim.baseline is not None]
+    values = [sorted(sweep[k]) if k.dim.baseline is not None else sweep[k] for k in keys]
+    count = math.prod(len(v) for v in values)
+    if count > MAX_POINTS:
+        raise SpecError(f"the sweep has {count} points; at most {MAX_POINTS}")
+    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def _grid(raw: RawPlan, resolver: Resolver, fixed: dict[Key, Any],
+          id_keys: tuple[Key, ...]) -> list[Point]:
+    """The sweep's points and the baselines they need, baselines first, in groups."""
+    points: dict[str, Point] = {}
+    for combo in _combos(raw.sweep):
+        assignment = {**fixed, **combo}
+        point = resolver.point(assignment, id_keys)
+        if not point.is_baseline and point.baseline_id not in points:
+            base = resolver.point(resolver.baseline_assignment(assignment), id_keys)
+            points[base.id] = base
+        points.setdefault(point.id, point)
+    groups: dict[tuple[Any, ...], list[Point]] = {}
+    for p in points.values():
+        groups.setdefault(p.group, []).append(p)
+    return [p for g in groups.values() for p in g]
+
+
+def search_settings(raw: RawPlan) -> list[dict[Key, Any]]:
+    """The settings a search runs for: the sweep's product without the searched knob."""
+    assert raw.search is not None
+    rest = {k: v for k, v in raw.sweep.items() if k != raw.search.key}
+    return _combos(rest) if rest else [{}]
+
+
+def _check_search(raw: RawPlan, resolver: Resolver, fixed: dict[Key, Any],
+                  id_keys: tuple[Key, ...]) -> None:
+    """Build (validate) each search's points at the range's ends and middle."""
+    if raw.search is None:
+        return
+    s = raw.search
+    middle = (s.lo + s.hi) / 2
+    for setting in search_settings(raw):
+        for value in (s.lo, middle, s.hi):
+            v = round(value) if s.key.dim.kind == "int" else value
+            resolver.point({**fixed, **setting, s.key: v}, id_keys)
+
+
+def load(path: str | Path, overrides: dict[str, str] | None = None) -> Plan:
+    """Read, check and resolve an experiment file into a Plan; SpecError (one line: the
+    file, the table or point, the key, the value, what is allowed) on any problem."""
+    raw = parse(path, overrides)
+    resolver = Resolver(raw)
+    fixed = {**_implicit(raw, resolver), **raw.fixed}
+    id_keys = _id_keys(raw, fixed)
+    points = _grid(raw, resolver, fixed, id_keys)
+    _check_search(raw, resolver, fixed, id_keys)
+    return Plan(name=raw.name, path=raw.path, topology=raw.topology,
+                description=raw.description, repetitions=raw.repetitions,
+                au_bar=resolver.au_bar, points=tuple(points), id_keys=id_keys,
+                swept=tuple(raw.sweep), search=raw.search, capture=raw.capture,
+                resolver=resolver)
+
+
+def fixed_assignment(plan: Plan) -> dict[Key, Any]:
+    """The assignment every point of the plan starts from ([fixed], -p, implicit)."""
+    return {**_implicit(plan.resolver.raw, plan.resolver), **plan.resolver.raw.fixed}

@@ -1,0 +1,153 @@
+"""The report of a results folder: per-point summaries with 95 % intervals
+(summary.csv), the table a person reads, what the search found, failures, DLIO-style
+summary.json per point, results.parquet and the plot. Reads only results.csv (and
+search.csv), so a report can be rebuilt from any results folder, resumed or merged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+from testbed import plots, results
+from testbed.errors import ResultsError
+from testbed.experiment import search as search_mod
+from testbed.experiment import stats
+from testbed.experiment.capture import slug
+from testbed.experiment.dimensions import Key
+from testbed.experiment.plan import Plan, format_value
+
+
+@dataclass
+class Report:
+    """What `testbed run` prints and writes at the end."""
+
+    table: Table
+    lines: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    failed: int = 0
+
+
+def _x_key(plan: Plan) -> Key | None:
+    """The plot's x axis: the searched knob, else a swept knob with a baseline (distance,
+    loss, jitter), else the first swept knob."""
+    if plan.search is not None:
+        return plan.search.key
+    with_base = [k for k in plan.swept if k.dim.baseline is not None]
+    candidates = with_base or list(plan.swept)
+    return candidates[0] if candidates else None
+
+
+def _per_point(plan: Plan, df: pd.DataFrame) -> pd.DataFrame:
+    """summary.csv: one row per (point, site) with the point's knob values."""
+    by = ["point_id", "site"]
+    s = stats.summarise(df, by)
+    first = df.groupby(by, sort=False).first()
+    for key in plan.id_keys:
+        s[key.column] = [first.loc[(p, site), key.column] for p, site in zip(s.point_id, s.site)]
+    s["baseline"] = [bool(first.loc[(p, site), "baseline"]) for p, site in zip(s.point_id, s.site)]
+    return s
+
+
+def _cell(value: Any, digits: int = 1) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def _pm(row: pd.Series, metric: str) -> str:
+    mean, ci = row.get(metric, math.nan), row.get(f"{metric}_ci", math.nan)
+    if mean != mean:
+        return "failed" if row.get("failed", 0) else ""
+    return f"{mean:.1f}" + (f" ± {ci:.1f}" if ci == ci else "")
+
+
+def _table(plan: Plan, s: pd.DataFrame) -> Table:
+    sites = s["site"].nunique() > 1
+    table = Table(title=f"{plan.name}: mean ± 95 % interval over workers x repetitions; "
+                        "slowdown against the same settings co-located", title_justify="left")
+    heads = [k.column.replace("distance_km", "km").replace("fibre.", "") for k in plan.id_keys]
+    for h in heads + (["site"] if sites else []) + ["RTT ms", "MB/s", "AU %", "slowdown %",
+                                                     "bound MB/s", "n"]:
+        table.add_column(h, justify="right", no_wrap=True)
+    for _, r in s.iterrows():
+        cells = [format_value(r[k.column]) if not isinstance(r[k.column], float)
+                 else format_value(float(r[k.column])) for k in plan.id_keys]
+        cells += [str(r["site"])] if sites else []
+        cells += [_cell(r.get("rtt_ms", math.nan), 2), _pm(r, "throughput_MB_s"),
+                  _pm(r, "au_pct"), _pm(r, "slowdown_pct"),
+                  _cell(r.get("window_bound_MB_s", math.nan), 0),
+                  f"{int(r['n'])}" + (f" ({int(r['failed'])} failed)" if r["failed"] else "")]
+        table.add_row(*cells)
+    return table
+
+
+def _search_lines(plan: Plan, out: Path) -> list[str]:
+    found = search_mod.read(out)
+    lines = []
+    for _, r in found.iterrows():
+        if isinstance(r["note"], str) and r["note"]:
+            lines.append(f"{r['target']} for {r['setting']}: {r['note']}")
+            continue
+        lines.append(f"{r['target']} for {r['setting']}: up to {r['knob']} = "
+                     f"{format_value(float(r['crossing']))} ± "
+                     f"{format_value(float(r['uncertainty']))} (met at "
+                     f"{format_value(float(r['meets_up_to']))}: {r['metric_at_meets']:.1f}; "
+                     f"not at {format_value(float(r['fails_from']))}: "
+                     f"{r['metric_at_fails']:.1f}; {int(r['points'])} points)")
+    return lines
+
+
+def _dlio(plan: Plan, df: pd.DataFrame, out: Path) -> Path:
+    d = out / "dlio"
+    for point_id, rows in stats.ok_rows(df).groupby("point_id", sort=False):
+        folder = d / slug(str(point_id))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "summary.json").write_text(
+            json.dumps(results.dlio_summary(rows, plan.au_bar), indent=2))
+    return d
+
+
+def _plot(plan: Plan, s: pd.DataFrame, df: pd.DataFrame, out: Path) -> Path | None:
+    x = _x_key(plan)
+    if x is None or s.empty:
+        return None
+    others = [k for k in plan.id_keys if k != x and k in plan.swept]
+    series = []
+    keys = [k.column for k in others] + ["site"]
+    for vals, g in s.groupby(keys, sort=False, dropna=False):
+        vals = vals if isinstance(vals, tuple) else (vals,)
+        label = ", ".join(f"{k}={format_value(v)}" for k, v in zip(keys, vals)
+                          if k != "site" or s["site"].nunique() > 1) or plan.name
+        series.append(plots.Series(label, g.sort_values(x.column)))
+    return plots.plot(series, out / f"throughput_au_vs_{slug(x.column)}.png", x=x.column,
+                      x_label=x.label, title=plan.description or plan.name,
+                      au_bar=plan.au_bar)
+
+
+def build(out: Path, plan: Plan) -> Report:
+    """Everything the report writes and shows, from out/results.csv."""
+    store = results.ResultStore(out)
+    df = store.frame()
+    if df.empty:
+        raise ResultsError(f"{store.csv}: no results")
+    df = stats.with_slowdown(df)
+    s = _per_point(plan, df)
+    s.to_csv(out / "summary.csv", index=False)
+    store.write_parquet(df)
+    report = Report(_table(plan, s), failed=int(s["failed"].sum()))
+    report.lines += _search_lines(plan, out)
+    if report.failed:
+        reasons = df[df["status"] != "ok"].groupby("point")["reason"].first()
+        report.lines += [f"{len(reasons)} point run(s) failed:"] + \
+            [f"  {p}: {r}" for p, r in reasons.items()]
+    report.files += [store.csv, out / "summary.csv", _dlio(plan, df, out)]
+    png = _plot(plan, s, df, out)
+    report.files += [png] if png else []
+    return report

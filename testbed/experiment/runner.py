@@ -1,0 +1,183 @@
+"""Running a plan: every (point, repetition) in order, on the sites they need, each
+point's rows appended to results.csv as soon as it is measured (a crash or Ctrl-C loses
+nothing; --resume skips what is done). A point that fails is recorded as failed with its
+reason, its site is torn down, and the next point starts on a fresh one.
+
+The runner knows nothing of terminals: it tells a Listener what it is doing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from testbed import results
+from testbed.errors import SpecError, TestbedError
+from testbed.experiment import measure as measure_mod
+from testbed.experiment.plan import Plan, Point
+from testbed.experiment.site import Site
+
+log = logging.getLogger(__name__)
+
+MEMORY_HEADROOM = 0.6  # the dataset copies may use this share of the kernel's free memory
+
+
+class Listener(Protocol):
+    """What a runner reports while it works (the CLI draws progress from it)."""
+
+    def planned(self, total: int, done: int) -> None:
+        """The number of runs (point x repetition) and how many are done already."""
+
+    def started(self, run_id: str) -> None:
+        """A run is starting."""
+
+    def finished(self, run_id: str, rows: list[dict[str, Any]], seconds: float) -> None:
+        """A run ended (its rows say whether it failed)."""
+
+
+class Quiet:
+    """A Listener that reports nothing."""
+
+    def planned(self, total: int, done: int) -> None:
+        """Ignore."""
+
+    def started(self, run_id: str) -> None:
+        """Ignore."""
+
+    def finished(self, run_id: str, rows: list[dict[str, Any]], seconds: float) -> None:
+        """Ignore."""
+
+
+@dataclass
+class Outcome:
+    """What a run of a plan did."""
+
+    out: Path
+    measured: int = 0
+    failed: list[str] = field(default_factory=list)
+    skipped: int = 0
+
+
+def memory_need_bytes(plan: Plan) -> int:
+    """The most memory one site's data needs at once: the training set on the storage
+    host, plus a staged copy per worker where a point stages."""
+    need = 0
+    for p in plan.points:
+        copies = 1 + (p.workers if p.data_path == "staged" else 0)
+        need = max(need, copies * p.dataset.total_bytes)
+    return need
+
+
+def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
+    """SpecError, before anything is built, when the data cannot fit this kernel's
+    memory (the storage host's files live in RAM)."""
+    fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines() if ":" in line)
+    avail = int(fields.get("MemAvailable", fields.get("MemFree", "0 kB")).split()[0]) * 1024
+    need = memory_need_bytes(plan)
+    if need > MEMORY_HEADROOM * avail:
+        raise SpecError(f"{plan.path}: the data needs {need / 2**20:.0f} MiB of memory at "
+                        f"once; this kernel has {avail / 2**20:.0f} MiB available (use at most "
+                        f"{MEMORY_HEADROOM * avail / 2**20:.0f}): fewer or smaller files, "
+                        "or more memory (lab/run --mem)")
+
+
+class Runner:
+    """Measures points one by one, keeping one site up while consecutive points share it."""
+
+    def __init__(self, plan: Plan, store: results.ResultStore,
+                 listener: Listener | None = None) -> None:
+        self.plan, self.store = plan, store
+        self.listener = listener or Quiet()
+        self._site: Site | None = None
+        self._stack = ExitStack()
+        self.outcome = Outcome(store.out)
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Tear down the current site, if any."""
+        self._stack.close()
+        self._site = None
+
+    def _site_for(self, point: Point) -> Site:
+        if self._site is not None and self._site.group == point.group:
+            return self._site
+        self.close()
+        self._stack = ExitStack()
+        self._site = self._stack.enter_context(Site(point))
+        return self._site
+
+    def measure(self, point: Point, rep: int) -> list[dict[str, Any]]:
+        """Measure one repetition of a point, append its rows; a failure becomes failed
+        rows (and a fresh site for the next point), never an exception."""
+        run_id = point.run_id(rep)
+        self.listener.started(run_id)
+        t0 = time.monotonic()
+        workers: list[str] = []
+        try:
+            site = self._site_for(point)
+            workers = site.workers
+            rows = measure_mod.measure(self.plan, site, point, rep, self.store.out)
+            self.outcome.measured += 1
+        except (TestbedError, OSError) as exc:
+            log.warning("point %s failed: %s", run_id, exc)
+            self.close()
+            rows = measure_mod.failed_rows(self.plan, point, rep, str(exc), workers)
+            self.outcome.failed.append(run_id)
+        self.store.append_rows(rows)
+        self.listener.finished(run_id, rows, time.monotonic() - t0)
+        return rows
+
+    def run_grid(self, done: set[str]) -> None:
+        """Every (point, repetition) of the plan's grid not in `done`."""
+        todo = [(p, r) for p, r in self.plan.runs() if p.run_id(r) not in done]
+        self.outcome.skipped = len(self.plan.runs()) - len(todo)
+        for point, rep in todo:
+            self.measure(point, rep)
+
+
+def meta_of(plan: Plan) -> dict[str, Any]:
+    """meta.json: the environment and the whole plan (every point's settings)."""
+    return {
+        "experiment": plan.name, "file": str(plan.path), "topology": plan.topology,
+        "description": plan.description, "repetitions": plan.repetitions,
+        "au_bar": plan.au_bar, "environment": results.environment(),
+        "search": None if plan.search is None else {
+            "knob": plan.search.key.text, "range": [plan.search.lo, plan.search.hi],
+            "target": plan.search.text, "tolerance": plan.search.tolerance},
+        "points": {p.id: {k.column: v for k, v in p.settings} for p in plan.points},
+        "baseline": "the same point with every fibre at 0 km, no loss, no jitter, no "
+                    "equipment delay, measured in the same run",
+        "cache": "cold client for every point (fresh mounts + drop_caches, fresh FS-Cache); "
+                 "server data in memory (tmpfs)",
+    }
+
+
+def run(plan: Plan, out: Path, resume: bool = False,
+        listener: Listener | None = None) -> Outcome:
+    """Run a plan into `out` (results.csv, meta.json); the grid first, then [search].
+
+    Raises SpecError when `out` holds results and resume is False, or the data cannot
+    fit this kernel's memory."""
+    from testbed.experiment import search as search_mod
+    store = results.ResultStore(out, measure_mod.columns(plan))
+    if store.csv.exists() and not resume:
+        raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
+    check_memory(plan)
+    done = store.done() if resume else set()
+    store.write_meta(meta_of(plan))
+    listener = listener or Quiet()
+    listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
+    with Runner(plan, store, listener) as runner:
+        runner.run_grid(done)
+        if plan.search is not None:
+            search_mod.run(plan, runner, store)
+    return runner.outcome

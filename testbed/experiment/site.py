@@ -1,0 +1,90 @@
+"""A site: one running testbed that a run of consecutive points shares.
+
+The points of a plan that agree on every knob that cannot change live (topology and
+workers, MTU, nfsd, the dataset) share one: the network built with the first point's
+fibres, the training set generated on the storage host and the kernel nfsd serving it.
+Each point then sets its own fibres live (Site.apply). A Site is a context manager: its
+exit tears all of it down, in reverse (the Network's own stack).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from testbed import topology
+from testbed.experiment.plan import Point
+from testbed.network.engine import Network
+from testbed.services.nfs import NfsServer
+
+log = logging.getLogger(__name__)
+
+
+def build_topology(point: Point) -> topology.SiteTopo:
+    """The point's topology (its workers), every link at its MTU, its fibres as set."""
+    topo = topology.build(point.topology, {"workers": point.workers})
+    topology.set_mtu(topo, int(point.value("mtu")))
+    for name, spec in point.fibres:
+        topology.set_fibre(topo, name, spec)
+    return topo
+
+
+class Site:
+    """Network + dataset + nfsd for the points of one group (see the module docstring)."""
+
+    def __init__(self, point: Point) -> None:
+        self.group = point.group
+        self.dataset = point.dataset
+        self.server_spec = point.server
+        self.topo = build_topology(point)
+        self.net = Network(self.topo)
+        self.server: NfsServer | None = None
+        self.dataset_s = 0.0
+
+    @property
+    def workers(self) -> list[str]:
+        """The GPU workers' host names."""
+        return topology.worker_hosts(self.topo)
+
+    def __enter__(self) -> Site:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Build the network, generate the dataset on the storage host, start nfsd."""
+        self.net.state.set_phase("network")
+        self.net.start()
+        try:
+            self._serve()
+        except BaseException:
+            self.net.stop()
+            raise
+
+    def _serve(self) -> None:
+        """The training set in a scratch folder of the run (tmpfs: exportable), and nfsd
+        in the storage host's namespace serving it."""
+        data = self.net.scratch("dataset")
+        t0 = time.monotonic()
+        self.dataset.generate(data)
+        self.dataset_s = time.monotonic() - t0
+        log.info("dataset %s generated in %.1f s", self.dataset, self.dataset_s)
+        self.net.state.set_phase("nfsd")
+        storage = topology.storage_hosts(self.topo)[0]
+        self.server = self.net.enter(NfsServer(self.net, storage, data, self.server_spec))
+
+    def close(self) -> None:
+        """Tear everything down (idempotent)."""
+        self.net.stop()
+
+    def apply(self, point: Point) -> None:
+        """Put every fibre into the point's state (live; restates every parameter)."""
+        for name, spec in point.fibres:
+            self.net.set_fibre_spec(name, spec)
+
+    def describe(self) -> dict[str, Any]:
+        """What this site is, for logs: prefix, group knobs."""
+        return {"prefix": self.net.prefix, **dict(self.group)}

@@ -1,0 +1,75 @@
+"""Plots a person reads at a glance: one figure per experiment, two panels sharing the
+x axis (the swept or searched knob, in words and units): read throughput per worker with
+the workload's demand and the model's bound, and accelerator utilisation with the AU bar.
+
+Measurements are points with their 95 % intervals (never joined by lines that would pose
+as data between sparse values); model bounds are continuous curves over the whole axis;
+points the emulator could not carry in real time are drawn hollow. Linear axes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of the legend: a setting's per-point summary rows, sorted by x."""
+
+    label: str
+    rows: pd.DataFrame
+    demand_MB_s: float = float("nan")
+    bound: Callable[[float], float] | None = None  # model bound (MB/s) as a function of x
+
+
+def _errorbars(ax: object, rows: pd.DataFrame, x: str, y: str, color: str, label: str) -> None:
+    limited = rows["emulator_limited"].astype(bool) if "emulator_limited" in rows \
+        else pd.Series(False, index=rows.index)
+    for hollow, part in ((False, rows[~limited]), (True, rows[limited])):
+        if part.empty:
+            continue
+        yerr = part.get(f"{y}_ci")
+        ax.errorbar(part[x], part[y], yerr=None if yerr is None else yerr.fillna(0),  # type: ignore[attr-defined]
+                    fmt="o", color=color, mfc="white" if hollow else color, ms=6, capsize=3,
+                    label=label if not hollow else f"{label} (emulator-limited)")
+
+
+def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
+         au_bar: float) -> Path:
+    """Write the two-panel figure to `path` (PNG); returns it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    xs = pd.concat([s.rows[x] for s in series]) if series else pd.Series([0.0])
+    grid = np.linspace(float(xs.min()), float(xs.max()), 200)
+    for i, s in enumerate(series):
+        c = colors[i % len(colors)]
+        _errorbars(ax1, s.rows, x, "throughput_MB_s", c, s.label)
+        if s.bound is not None:
+            ax1.plot(grid, [s.bound(v) for v in grid], "-", color=c, alpha=0.5, lw=1.2,
+                     label=f"{s.label}: model bound")
+        if s.demand_MB_s == s.demand_MB_s:
+            ax1.axhline(s.demand_MB_s, color=c, ls=":", lw=1, alpha=0.8,
+                        label=f"{s.label}: demand at 100 % AU")
+        _errorbars(ax2, s.rows, x, "au_pct", c, s.label)
+    ax2.axhline(au_bar, color="grey", ls="--", lw=1, label=f"AU bar {au_bar:g} %")
+    ax1.set(xlabel=x_label, ylabel="read throughput per worker (MB/s)", ylim=(0, None),
+            title="How fast each worker reads")
+    ax2.set(xlabel=x_label, ylabel="accelerator utilisation (%)", ylim=(0, 105),
+            title="How busy each accelerator is")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
