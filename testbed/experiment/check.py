@@ -61,7 +61,7 @@ def estimate_seconds(plan: Plan) -> tuple[float, float]:
     search = 0.0
     if plan.search is not None:
         mean = sum(point_seconds(p) for p in plan.points) / max(1, len(plan.points))
-        search = search_mod.max_runs(plan) * 2 * mean  # a probe may need its baseline
+        search = search_mod.max_runs(plan) * mean
     return grid, search
 
 
@@ -87,8 +87,8 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
         s = plan.search
         lines.append(f"search: {s.text} over {s.key.text} {format_value(s.lo)}..."
                      f"{format_value(s.hi)} to within {format_value(s.tolerance)}, for each of "
-                     f"{max(1, search_mod.max_runs(plan) // (s.max_points * plan.repetitions))} "
-                     f"setting(s); at most {s.max_points} probes each")
+                     f"{len(search_mod.search_settings(plan.resolver.raw))} setting(s); about "
+                     f"{search_mod.expected_probes(plan)} probes each (at most {s.max_points})")
     total = grid + search
     lines.append(f"estimated run time: {math.ceil(grid / 60)} min for the grid"
                  + (f", up to {math.ceil(search / 60)} min for the search" if search else "")

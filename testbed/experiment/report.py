@@ -138,6 +138,7 @@ def build(out: Path, plan: Plan) -> Report:
     if df.empty:
         raise ResultsError(f"{store.csv}: no results")
     df = stats.with_slowdown(df)
+    df["site"] = df["site"].fillna("").astype(str)
     s = _per_point(plan, df)
     s.to_csv(out / "summary.csv", index=False)
     store.write_parquet(df)

@@ -52,11 +52,21 @@ class Bracket:
         return not (self.meets and self.fails and max(self.meets) > min(self.fails))
 
 
+def expected_probes(plan: Plan) -> int:
+    """Probes a bisection needs per setting: the range's ends and log2(range/tolerance)
+    halvings (capped by max_points)."""
+    s = plan.search
+    if s is None:
+        return 0
+    return min(s.max_points, 2 + math.ceil(math.log2(max(1.0, (s.hi - s.lo) / s.tolerance))))
+
+
 def max_runs(plan: Plan) -> int:
-    """The most (point, repetition) runs the search can add (for progress)."""
+    """The (point, repetition) runs the search is expected to add (for progress and the
+    estimate; grid values it reuses are free)."""
     if plan.search is None:
         return 0
-    return len(search_settings(plan.resolver.raw)) * plan.search.max_points * plan.repetitions
+    return len(search_settings(plan.resolver.raw)) * expected_probes(plan) * plan.repetitions
 
 
 def _value(plan: Plan, v: float) -> float:
@@ -118,9 +128,11 @@ class Search:
         """Bisect until the bracket is within tolerance or the probe budget is spent."""
         s = self.plan.search
         assert s is not None
-        for v in (s.lo, s.hi):
-            self.probe(_value(self.plan, v))
-        while self.probes < s.max_points:
+        grid = [float(v) for v in self.plan.resolver.raw.sweep.get(s.key, [])
+                if s.lo <= v <= s.hi]
+        for v in sorted({s.lo, s.hi, *grid}):  # grid values are measured already: free
+            self.probe(v)
+        while self.probes < s.max_points + len(grid):
             a, b = self.bracket.last_meet, self.bracket.first_fail
             if a is None or b is None or b - a <= s.tolerance:
                 break

@@ -75,6 +75,7 @@ class Site:
         self.net.state.set_phase("nfsd")
         storage = topology.storage_hosts(self.topo)[0]
         self.server = self.net.enter(NfsServer(self.net, storage, data, self.server_spec))
+        self.server.wait_ready()  # the NFSv4 grace period: part of the site's start-up
 
     def close(self) -> None:
         """Tear everything down (idempotent)."""

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 NFS_PORT = 2049
 READY_TIMEOUT_S = 30.0
+UMOUNT_S = 15.0
 
 
 def _run(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
@@ -297,7 +298,6 @@ class NfsMount:
         mount runs, so a crash at any moment leaves nothing `testbed clean` cannot find.
 
         Raises ServiceError with the kernel's reason when the mount is refused."""
-        self.path.mkdir(parents=True, exist_ok=True)
         remote = self.server.remote_path(self.spec.vers).rstrip("/")
         source = f"{self.server.address}:{remote}/{self.subdir}"
         # A cache volume per worker, as each GPU server would have its own cache.
@@ -308,8 +308,10 @@ class NfsMount:
         self._set_client_identifier()
         self.net.state.add_mount(str(self.path))
         self.mounted = True
+        self.path.mkdir(parents=True, exist_ok=True)
         self.net.callback(self.unmount)
-        proc = _run(argv, 120, f"mount {source} on {self.worker}")
+        # A soft mount gives up by itself; a hard one may retry for a long time.
+        proc = _run(argv, 120 if self.spec.hard else 45, f"mount {source} on {self.worker}")
         if proc.returncode != 0:
             self.unmount()
             raise ServiceError(f"mount {source} on {self.worker} refused: {_last_line(proc)}")
@@ -373,8 +375,8 @@ class NfsMount:
         if not self.mounted:
             return
         if _is_mounted(self.path):
-            for flags in ([], ["-f"], ["-l"]):
-                proc = _run(["umount", *flags, str(self.path)], 60, f"umount {self.path}")
+            for flags in ([], ["-f"], ["-l"]):  # bounded: a lossy or dead server must not hang
+                proc = _run(["umount", *flags, str(self.path)], UMOUNT_S, f"umount {self.path}")
                 if proc.returncode == 0:
                     break
                 log.info("umount %s %s: %s", " ".join(flags), self.path, _last_line(proc))

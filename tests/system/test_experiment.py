@@ -98,3 +98,51 @@ def test_resume_after_kill_measures_each_point_once(real_kernel, tmp_path):
     df = pd.read_csv(csv)
     assert len(df) == 4 and df["point"].is_unique
     assert set(first["point"]) <= set(df["point"])
+
+
+FAILING = """
+name = "failing"
+[fixed]
+workers = 1
+rate = "200mbit"
+distance_km = 100
+mount = "soft"
+[sweep]
+loss_pct = [0, 50]
+readers = [1, 2]
+[mounts.soft]
+hard = false
+timeo_ds = 1
+retrans = 0
+[dataset]
+files = 8
+file_kib = 1024
+[workload]
+batch = 2
+compute_ms = 20
+steps = 8
+warmup_steps = 1
+readers = 1
+"""
+
+
+def test_a_failing_point_is_recorded_and_the_next_starts_clean(real_kernel, tmp_path):
+    """A fibre losing half its packets under a soft mount with a 0.1 s timeout cannot be
+    measured: its rows say failed and why, carry no AU, the sweep goes on to the next
+    point on a fresh testbed, and the command exits 1."""
+    f = tmp_path / "failing.toml"
+    f.write_text(FAILING)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(f), "--out",
+                           str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "2 of 6 point run(s) failed" in proc.stderr
+    df = pd.read_csv(out / "results.csv")
+    failed = df[df.status == "failed"]
+    assert len(failed) == 2 and set(failed["loss_pct"]) == {50}
+    assert failed["reason"].str.len().min() > 5 and failed["au_pct"].isna().all()
+    ok = df[df.status == "ok"]
+    assert len(ok) == 4 and ok["au_pct"].notna().all()
+    assert list(df["status"]) == ["ok", "ok", "failed", "ok", "ok", "failed"]
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["failed"].sum() == 2 and summary["n"].sum() == 4

@@ -42,3 +42,29 @@ def test_bad_input_is_one_line(args, needle):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
+
+
+HELP = [[], ["topo"], ["topo", "list"], ["topo", "show"], ["up"], ["clean"], ["run"],
+        ["demo"], ["probe"], ["analyse"]]
+
+
+@pytest.mark.parametrize("args", HELP, ids=lambda a: " ".join(a) or "testbed")
+def test_help_of_every_command(args):
+    proc = run_cli(*args, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: testbed") and "Traceback" not in proc.stderr
+
+
+def test_every_command_has_help_listed():
+    from testbed.cli import build_parser
+    text = build_parser().format_help()
+    for cmd in ("topo", "up", "clean", "run", "demo", "probe", "analyse"):
+        assert cmd in text
+
+
+def test_run_check_of_every_shipped_experiment():
+    from testbed.experiment import REPO
+    for f in sorted((REPO / "experiments").glob("*.toml")):
+        proc = run_cli("run", str(f), "--check")
+        assert proc.returncode == 0, (f, proc.stderr)
+        assert "estimated run time" in proc.stdout

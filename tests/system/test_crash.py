@@ -1,0 +1,135 @@
+"""SIGKILL a run at every phase, then `testbed clean`: within 30 s nothing of the dead
+run is left (namespace, mount, nfsd thread, mountd/rpcbind/cachefilesd process, run
+folder, registry), and a second run that is still alive is not touched.
+
+The runner records what it is doing in its run registry (phase), so each case waits for
+its phase there and kills the runner's own PID, as a crash would."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.system
+
+STATE = Path("/run/apn-testbed")
+NETNS = Path("/run/netns")
+DAEMONS = ("rpc.mountd", "rpcbind", "cachefilesd", "nfsd")
+
+EXPERIMENT = """
+name = "crash"
+[fixed]
+workers = 1
+rate = "100mbit"
+distance_km = 3000
+{extra}
+[dataset]
+files = 24
+file_kib = 2048
+[workload]
+batch = 2
+compute_ms = 50
+steps = 40
+warmup_steps = 1
+readers = 2
+"""
+
+# phase name -> (extra TOML, registry phase to wait for, seconds to wait after it)
+PHASES = {
+    "namespaces up": ("", "network", 0.0),
+    "nfsd running": ("", "nfsd", 1.0),
+    "mounts live": ('data_path = "staged"', "mounts", 1.5),
+    "loader mid-read": ("", "loader", 1.5),
+    "capture running": ("[capture]\nseconds = 60", "loader", 1.5),
+}
+
+
+def _comm_pids(names):
+    out = {}
+    for p in os.listdir("/proc"):
+        try:
+            comm = Path(f"/proc/{p}/comm").read_text().strip()
+        except OSError:
+            continue
+        if p.isdigit() and comm in names:
+            out[int(p)] = comm
+    return out
+
+
+def _registry_of(pid):
+    for f in STATE.glob("tb*.json") if STATE.is_dir() else []:
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("owner_pid") == pid:
+            return data
+    return None
+
+
+def _wait_phase(proc, phase, deadline_s=120):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.stderr.read()
+        st = _registry_of(proc.pid)
+        if st and st.get("phase") == phase and st.get("namespaces"):
+            if phase != "mounts" or st.get("mounts"):
+                return st
+        time.sleep(0.02)
+    raise AssertionError(f"run never reached phase {phase}")
+
+
+@pytest.fixture
+def live_run():
+    """A second run (`testbed up local`) that stays alive through the clean."""
+    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "local",
+                           "-p", "workers=1"], stdout=subprocess.PIPE, text=True)
+    for line in up.stdout:
+        if "Ctrl-C" in line:
+            break
+    st = _registry_of(up.pid)
+    assert st is not None
+    yield st
+    up.send_signal(signal.SIGINT)
+    up.wait(timeout=60)
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_clean_after_sigkill(phase, live_run, tmp_path):
+    extra, wait_for, settle = PHASES[phase]
+    f = tmp_path / "crash.toml"
+    f.write_text(EXPERIMENT.format(extra=extra))
+    before = _comm_pids(DAEMONS)
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(f), "--out",
+                             str(tmp_path / "out")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    st = _wait_phase(proc, wait_for)
+    time.sleep(settle)
+    prefix = st["prefix"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert any(n.startswith(prefix) for n in os.listdir(NETNS))  # a crash leaves them
+
+    t0 = time.monotonic()
+    clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"],
+                           capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert elapsed < 30, elapsed
+    assert live_run["prefix"] in clean.stdout  # reported as left alone
+
+    assert not [n for n in os.listdir(NETNS) if n.startswith(prefix)]
+    assert prefix not in Path("/proc/mounts").read_text()
+    left = sorted(map(str, (STATE / prefix).rglob("*"))) if (STATE / prefix).exists() else []
+    assert not (STATE / prefix).exists(), (left, clean.stdout)
+    assert not (STATE / f"{prefix}.json").exists()
+    assert set(_comm_pids(DAEMONS)) <= set(before), _comm_pids(DAEMONS)
+    # The live run is untouched: its namespaces and registry are still there.
+    for ns in live_run["namespaces"]:
+        assert (NETNS / ns).exists()
+    assert (STATE / f"{live_run['prefix']}.json").exists()
