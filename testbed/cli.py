@@ -32,7 +32,7 @@ from rich.table import Table
 from testbed.errors import SpecError, TestbedError
 
 log = logging.getLogger("testbed")
-out = Console(highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 

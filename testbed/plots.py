@@ -38,6 +38,18 @@ def _errorbars(ax: object, rows: pd.DataFrame, x: str, y: str, color: str, label
                     label=label if not hollow else f"{label} (emulator-limited)")
 
 
+def _numeric_x(series: list[Series], x: str) -> tuple[list[Series], list[str]]:
+    """Series whose x values are names (mount profiles, data paths) placed at 0, 1, 2 ...
+    with those names as tick labels; numeric ones unchanged."""
+    values = pd.concat([s.rows[x] for s in series]) if series else pd.Series([], dtype=float)
+    if pd.api.types.is_numeric_dtype(values):
+        return series, []
+    names = list(dict.fromkeys(values.astype(str)))
+    placed = [Series(s.label, s.rows.assign(**{x: s.rows[x].astype(str).map(names.index)}),
+                     s.demand_MB_s, None) for s in series]
+    return placed, names
+
+
 def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
          au_bar: float) -> Path:
     """Write the two-panel figure to `path` (PNG); returns it."""
@@ -48,6 +60,7 @@ def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    series, ticks = _numeric_x(series, x)
     xs = pd.concat([s.rows[x] for s in series]) if series else pd.Series([0.0])
     grid = np.linspace(float(xs.min()), float(xs.max()), 200)
     for i, s in enumerate(series):
@@ -66,6 +79,8 @@ def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
     ax2.set(xlabel=x_label, ylabel="accelerator utilisation (%)", ylim=(0, 105),
             title="How busy each accelerator is")
     for ax in (ax1, ax2):
+        if ticks:
+            ax.set_xticks(range(len(ticks)), ticks)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(title)

@@ -3,8 +3,8 @@ it will take, without touching the kernel.
 
 The estimate adds, per testbed (points sharing topology, nfsd and dataset), the set-up
 (network, dataset generation, nfsd's grace period) and, per point and repetition, the
-mount/teardown overhead, any data-path preparation and the measured steps at the slower
-of the emulated compute and the reads the link and window allow. It is a planning figure
+mount/teardown overhead, any data-path preparation, the warm-up and the measured window
+at the slower of the emulated compute and the reads the link and window allow. It is a planning figure
 for a lab kernel that keeps up, not a measurement.
 """
 
@@ -14,8 +14,10 @@ import math
 
 from rich.table import Table
 
-from testbed import results
+from testbed.topology import SiteTopo, worker_hosts
+from testbed.experiment import explain
 from testbed.experiment import search as search_mod
+from testbed.experiment.measure import warmup_bytes
 from testbed.experiment.plan import Plan, Point, format_value
 
 SITE_SETUP_S = 4.0          # namespaces, links, nfsd start (lab kernel, measured ~3-4 s)
@@ -23,26 +25,30 @@ DATASET_MB_S = 150.0        # dataset generation into tmpfs in the lab kernel
 POINT_OVERHEAD_S = 2.0      # fibre change, drop_caches, mounts, loader start, unmounts
 
 
-def _read_MB_s(point: Point) -> float:
-    """A worker's expected read rate: the link's fair share, the window/RTT bound."""
-    rtt = max((f.rtt_ms for _, f in point.fibres), default=0.0)
-    rate = min((f.rate_mbit for _, f in point.fibres), default=10_000.0) / 8 / point.workers
-    wl, m = point.workload, point.mount
-    if point.data_path != "direct" or rtt <= 0:
-        return rate
-    return min(rate, results.window_bound_MB_s(
-        wl.readers, m.rsize, m.read_ahead_kb, point.dataset.sample_bytes(wl.access), rtt,
-        wl.read_kib << 10, meta_rtts=1 if wl.access == "file" else 0))
+def _read_MB_s(point: Point, topo: SiteTopo) -> float:
+    """A worker's expected read rate: the model's prediction for the first worker, with
+    the kernel's default read-ahead (128 KiB) where the mount leaves it, and the TCP
+    buffers the engine would set (2 x BDP, at least 6 MiB)."""
+    worker = worker_hosts(topo)[0]
+    ra = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
+    rmem = max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
+    b = explain.bounds(topo, point, worker, ra, rmem, "cubic")
+    return b.predicted / 1e6
 
 
-def point_seconds(point: Point) -> float:
-    """Estimated wall time of one repetition of a point."""
+def point_seconds(point: Point, topo: SiteTopo) -> float:
+    """Estimated wall time of one repetition of a point: overhead, preparation, warm-up
+    (its bytes at the expected rate) and the measured window (longer when reads, not
+    compute, set the pace: the AU interval then takes longer to narrow)."""
     wl = point.workload
-    step_mb = wl.batch * point.dataset.sample_bytes(wl.access) / 1e6
-    step = max(wl.compute_ms / 1000.0, step_mb / max(_read_MB_s(point), 1e-3))
-    prep = 0.0 if point.data_path == "direct" else \
-        point.dataset.total_bytes / 1e6 / max(_read_MB_s(point), 1e-3)
-    return POINT_OVERHEAD_S + prep + wl.steps * step
+    rate = max(_read_MB_s(point, topo), 1e-3)
+    demand = wl.batch * point.dataset.sample_bytes(wl.access) / 1e6 / \
+        max(wl.compute_ms / 1000.0, 1e-6)
+    rtt = max((f.rtt_ms for _, f in point.fibres), default=0.0)
+    warm = max(0.5, warmup_bytes(point, rtt, rate * 8) / 1e6 / min(rate, demand))
+    measure = wl.measure_s if rate >= demand else min(wl.measure_max_s, 2 * wl.measure_s)
+    prep = 0.0 if point.data_path == "direct" else point.dataset.total_bytes / 1e6 / rate
+    return POINT_OVERHEAD_S + prep + min(warm, wl.warmup_max_s) + measure
 
 
 def site_seconds(point: Point) -> float:
@@ -57,10 +63,11 @@ def estimate_seconds(plan: Plan) -> tuple[float, float]:
     for p in plan.points:
         if p.group != group:
             grid, group = grid + site_seconds(p), p.group
-        grid += plan.repetitions * point_seconds(p)
+        grid += plan.repetitions * point_seconds(p, plan.resolver.topo(p.workers))
     search = 0.0
     if plan.search is not None:
-        mean = sum(point_seconds(p) for p in plan.points) / max(1, len(plan.points))
+        mean = sum(point_seconds(p, plan.resolver.topo(p.workers))
+                   for p in plan.points) / max(1, len(plan.points))
         search = search_mod.max_runs(plan) * mean
     return grid, search
 

@@ -11,7 +11,9 @@ and their context (guest CPU busy, the kernel's read-ahead, bounds).
 
 from __future__ import annotations
 
+import csv
 import math
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from typing import Any
 from testbed import results, topology, workload
 from testbed.errors import PointFailed
 from testbed.experiment import capture as capture_mod
+from testbed.experiment import explain as explain_mod
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point, format_value
@@ -30,10 +33,10 @@ from testbed.services.nfs import NfsMount
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
        "site")
 PATH = ("path_km", "rtt_ms", "path_rate_mbit", "path_loss_pct", "mss_bytes")
-METRICS = ("au_pct", "samples_per_s", "throughput_MB_s", "stall_s", "wall_s",
-           "step_wait_median_ms", "steps_measured", "prep_s")
-CONTEXT = ("cpu_busy_pct", "read_ahead_kb_kernel", "window_bound_MB_s", "mathis_MB_s",
-           "link_MB_s")
+METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
+STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
+                "samples", "measured")
+CONTEXT = ("cpu_busy_pct", "read_ahead_kb_kernel", *explain_mod.COLUMNS)
 
 
 def columns(plan: Plan) -> list[str]:
@@ -100,23 +103,38 @@ def failed_rows(plan: Plan, point: Point, rep: int, reason: str,
     return rows
 
 
-def _bounds(point: Point, path: Path_) -> dict[str, float]:
-    """The window/RTT and Mathis bounds of this worker's path (MB/s)."""
-    wl, m = point.workload, point.mount
-    link = path.rate_mbit / 8
-    window = link
-    if point.data_path == "direct":
-        window = min(link, results.window_bound_MB_s(
-            wl.readers, m.rsize, m.read_ahead_kb, point.dataset.sample_bytes(wl.access),
-            path.rtt_ms, wl.read_kib << 10, meta_rtts=1 if wl.access == "file" else 0))
-    return {"window_bound_MB_s": window, "link_MB_s": link,
-            "mathis_MB_s": results.mathis_MB_s(path.rtt_ms, path.loss_pct, m.nconnect,
-                                               mss=path.mss_bytes)}
+def warmup_bytes(point: Point, rtt_ms: float, rate_mbit: float) -> int:
+    """What a worker reads before its measured window: three bandwidth-delay products of
+    its path (TCP's slow start to a full window moves about two) and two rounds of the
+    loader's depth (read-ahead ramps up per file)."""
+    bdp = rate_mbit * 1e6 / 8 * rtt_ms / 1000.0 if math.isfinite(rate_mbit) else 0.0
+    sample = point.dataset.sample_bytes(point.workload.access)
+    return int(3 * bdp + 2 * point.workload.readers * sample)
 
 
-def _run_loaders(roots: list[Path], spec: workload.WorkloadSpec) -> list[workload.LoaderRun]:
+def _run_loaders(roots: list[Path], point: Point,
+                 paths: list[Path_]) -> list[workload.LoaderRun]:
+    spec = point.workload
+    windows = [spec.window(warmup_bytes(point, p.rtt_ms, p.rate_mbit)) for p in paths]
     with ThreadPoolExecutor(len(roots)) as pool:
-        return list(pool.map(lambda r: workload.run_loader(r, spec), roots))
+        return list(pool.map(lambda rw: workload.run_loader(rw[0], spec, rw[1]),
+                             zip(roots, windows)))
+
+
+def write_steps(out: Path, run_id: str, workers: list[str],
+                runs: list[workload.LoaderRun]) -> None:
+    """Append every step's raw timings to steps.csv (so any figure can be recomputed)."""
+    path = out / "steps.csv"
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        w = csv.writer(fh)
+        if new:
+            w.writerow(STEP_COLUMNS)
+        for worker, run in zip(workers, runs):
+            first = run.warmup_steps if run.warmup_steps is not None else len(run.steps)
+            w.writerows((run_id, worker, s.index, f"{s.start_s:.6f}", f"{s.wait_s:.6f}",
+                         f"{s.compute_s:.6f}", s.bytes, s.samples, s.index >= first)
+                        for s in run.steps)
 
 
 def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[dict[str, Any]]:
@@ -140,34 +158,62 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
             state.set_phase("capture")
             cap = capture_mod.start(site.net, site.workers[0], plan.capture, point.id, stack)
         state.set_phase("loader")
-        busy0, total0 = _cpu_times()
-        runs = _run_loaders([p.root for p in prepared], point.workload)
-        busy1, total1 = _cpu_times()
-        ra = [m.read_ahead_kb() for m in mounts]
-        cpu = 100.0 * (busy1 - busy0) / max(1.0, total1 - total0)
-        rows = _rows(plan, site, point, rep, runs, prepared, ra, cpu)
+        paths = [path_of(site, point, w) for w in site.workers]
+        before, busy0, total0, t0 = site.fibre_counters(), *_cpu_times(), time.monotonic()
+        runs = _run_loaders([p.root for p in prepared], point, paths)
+        after, busy1, total1, t1 = site.fibre_counters(), *_cpu_times(), time.monotonic()
+        write_steps(out, point.run_id(rep), site.workers, runs)
+        ctx = _Context([m.read_ahead_kb() for m in mounts],
+                       100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
+                       {n: tuple(b - a for a, b in zip(before[n], after[n])) for n in after},
+                       t1 - t0)
+        rows = _rows(plan, site, point, rep, runs, prepared, ctx)
         if cap is not None:
             _add_capture(plan, cap, rows, site, point, out)
     state.set_phase("between points")
     return rows
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What a point's run measured besides the loaders: each mount's read-ahead (from
+    the kernel), the CPU's busy share, each fibre's counter deltas, the run's seconds."""
+
+    ra_kb: list[int]
+    cpu_busy_pct: float
+    counters: dict[str, tuple[int, ...]]
+    seconds: float
+
+
+def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
+               ctx: _Context) -> dict[str, Any]:
+    """The model's explanation of a worker's row, with the fibres' counters."""
+    spans = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    drops = sum(ctx.counters[n][0] for n in spans)
+    sent = ctx.counters[spans[0]][1] if spans else 0
+    rmem = int(site.net.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
+    b = explain_mod.bounds(site.topo, point, worker, ra_kb, rmem, site.net.congestion)
+    return explain_mod.explain(b, row, drops, sent / int(point.value("mtu")),
+                               row["path_loss_pct"] / 100.0,
+                               sent / max(ctx.seconds, 1e-9) / 1e6, rmem)
+
+
 def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.LoaderRun],
-          prepared: list[Any], ra: list[int], cpu: float) -> list[dict[str, Any]]:
+          prepared: list[Any], ctx: _Context) -> list[dict[str, Any]]:
     """One row per worker; PointFailed if any worker's loader hit an I/O error."""
     errors = [f"{w}: {r.error}" for w, r in zip(site.workers, runs) if r.error]
     if errors:
         raise PointFailed("; ".join(errors))
     rows = []
-    for w, run, prep, ra_kb in zip(site.workers, runs, prepared, ra):
+    for w, run, prep, ra_kb in zip(site.workers, runs, prepared, ctx.ra_kb):
         path = path_of(site, point, w)
         row = base_row(plan, point, rep, w, topology.site_of(site.topo, w))
         row.update({"path_km": path.km, "rtt_ms": path.rtt_ms,
                     "path_rate_mbit": path.rate_mbit, "path_loss_pct": path.loss_pct,
                     "mss_bytes": path.mss_bytes, **workload.summarise(run, point.workload),
-                    "steps_measured": len(run.steps) - point.workload.warmup_steps,
-                    "prep_s": prep.prep_s, "cpu_busy_pct": cpu,
-                    "read_ahead_kb_kernel": ra_kb, **_bounds(point, path)})
+                    "prep_s": prep.prep_s, "cpu_busy_pct": ctx.cpu_busy_pct,
+                    "read_ahead_kb_kernel": ra_kb})
+        row.update(_explained(site, point, w, row, ra_kb, ctx))
         if plan.capture is not None:
             row["captured"] = False
         rows.append(row)

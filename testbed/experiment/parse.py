@@ -50,7 +50,7 @@ class CaptureOption:
     """A packet capture on the first worker during repetition 0 of every point."""
 
     seconds: float = 120.0
-    max_mib: int = 256
+    max_mib: int = 32
     keep_pcap: bool = False
 
 

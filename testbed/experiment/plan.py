@@ -137,15 +137,15 @@ def _cache_fits(p: Point) -> str | None:
     return None
 
 
-def _steps_after_warmup(p: Point) -> str | None:
-    if p.workload.warmup_steps >= p.workload.steps:
-        return f"warmup_steps = {p.workload.warmup_steps} leaves no measured step of " \
-               f"steps = {p.workload.steps}"
+def _window_fits(p: Point) -> str | None:
+    if p.workload.measure_max_s < p.workload.measure_s:
+        return (f"measure_max_s = {p.workload.measure_max_s:g} is below measure_s = "
+                f"{p.workload.measure_s:g}")
     return None
 
 
 RULES: tuple[Rule, ...] = (_record_needs_records, _version_served, _cache_fits,
-                           _steps_after_warmup)
+                           _window_fits)
 
 
 class Resolver:

@@ -74,7 +74,7 @@ def _table(plan: Plan, s: pd.DataFrame) -> Table:
                         "slowdown against the same settings co-located", title_justify="left")
     heads = [k.column.replace("distance_km", "km").replace("fibre.", "") for k in plan.id_keys]
     for h in heads + (["site"] if sites else []) + ["RTT ms", "MB/s", "AU %", "slowdown %",
-                                                     "bound MB/s", "n"]:
+                                                     "model MB/s", "limited by", "n"]:
         table.add_column(h, justify="right", no_wrap=True)
     for _, r in s.iterrows():
         cells = [format_value(r[k.column]) if not isinstance(r[k.column], float)
@@ -82,10 +82,42 @@ def _table(plan: Plan, s: pd.DataFrame) -> Table:
         cells += [str(r["site"])] if sites else []
         cells += [_cell(r.get("rtt_ms", math.nan), 2), _pm(r, "throughput_MB_s"),
                   _pm(r, "au_pct"), _pm(r, "slowdown_pct"),
-                  _cell(r.get("window_bound_MB_s", math.nan), 0),
+                  _cell(r.get("model_MB_s", math.nan), 1), _limit(r),
                   f"{int(r['n'])}" + (f" ({int(r['failed'])} failed)" if r["failed"] else "")]
         table.add_row(*cells)
     return table
+
+
+def _limit(r: pd.Series) -> str:
+    """limited_by as the table shows it: emulator points say why."""
+    label = str(r.get("limited_by", "") or "")
+    reason = r.get("emulator_reason", "")
+    return f"{label} ({reason})" if label == "emulator" and isinstance(reason, str) \
+        and reason else label
+
+
+WORDS = {"compute": "the accelerator (demand met)", "fibre": "the fibre's line rate",
+         "window": "the TCP buffers (window/RTT)", "loss": "TCP's response to loss",
+         "latency": "round trips per file and request x the loader's depth",
+         "emulator": "the emulating machine (not the fibre)"}
+
+
+def _limit_lines(plan: Plan, s: pd.DataFrame) -> list[str]:
+    """One sentence per setting: what limited its points, in words, along the x axis."""
+    x = _x_key(plan)
+    others = [k.column for k in plan.id_keys if x is None or k != x]
+    keys = [k for k in others if k in s] + ["site"]
+    lines = []
+    for vals, g in s.groupby(keys, sort=False, dropna=False):
+        vals = vals if isinstance(vals, tuple) else (vals,)
+        name = ", ".join(f"{k}={format_value(v)}" for k, v in zip(keys, vals)
+                         if k != "site" or s["site"].nunique() > 1) or "every point"
+        g = g.sort_values(x.column) if x is not None else g
+        parts = [f"{WORDS.get(lab, lab)} at {', '.join(format_value(v) for v in grp[x.column])}"
+                 if x is not None else WORDS.get(lab, lab)
+                 for lab, grp in g.groupby("limited_by", sort=False)]
+        lines.append(f"limited by, {name}: " + "; ".join(parts))
+    return lines
 
 
 def _search_lines(plan: Plan, out: Path) -> list[str]:
@@ -114,6 +146,49 @@ def _dlio(plan: Plan, df: pd.DataFrame, out: Path) -> Path:
     return d
 
 
+def _series_point(plan: Plan, g: pd.DataFrame) -> Any:
+    """A point of the plan with a series' settings (its first row's point)."""
+    from testbed.experiment.plan import fixed_assignment
+    first = str(g["point_id"].iloc[0])
+    return next((p for p in plan.points if p.id == first), None), fixed_assignment(plan)
+
+
+def _curve(plan: Plan, x: Key, g: pd.DataFrame, df: pd.DataFrame) -> Any:
+    """The model's bound (MB/s) as a function of x for a series (None when x is not a
+    number the model takes, or the series is not on the plan's grid)."""
+    from testbed.experiment import explain
+    from testbed.topology import site_of, worker_hosts
+    point, fixed = _series_point(plan, g)
+    if point is None or x.dim.kind not in ("float", "int", "rate") or not x.dim.live:
+        return None
+    topo = plan.resolver.topo(point.workers)
+    site = str(g["site"].iloc[0])
+    worker = next((w for w in worker_hosts(topo) if site_of(topo, w) == site),
+                  worker_hosts(topo)[0])
+    rows = df[df["point_id"].isin(g["point_id"])]
+    ra = int(rows["read_ahead_kb_kernel"].median()) if rows["read_ahead_kb_kernel"].notna().any() \
+        else 128
+    assignment = {**fixed, **{k: v for k, v in point.ident if v is not None}}
+
+    def bound(v: float) -> float:
+        try:
+            p = plan.resolver.point({**assignment, x: v}, plan.id_keys)
+        except Exception:  # outside what the plan allows: no curve there
+            return math.nan
+        rmem = max([f.tcp_buffer_bytes() for _, f in p.fibres], default=6 << 20)
+        return explain.bounds(topo, p, worker, ra, rmem, "cubic").predicted / 1e6
+
+    return bound
+
+
+def _demand(plan: Plan, g: pd.DataFrame) -> float:
+    point, _ = _series_point(plan, g)
+    if point is None or point.workload.compute_ms <= 0:
+        return math.nan
+    wl = point.workload
+    return wl.batch * point.dataset.sample_bytes(wl.access) / (wl.compute_ms / 1000.0) / 1e6
+
+
 def _plot(plan: Plan, s: pd.DataFrame, df: pd.DataFrame, out: Path) -> Path | None:
     x = _x_key(plan)
     if x is None or s.empty:
@@ -125,7 +200,8 @@ def _plot(plan: Plan, s: pd.DataFrame, df: pd.DataFrame, out: Path) -> Path | No
         vals = vals if isinstance(vals, tuple) else (vals,)
         label = ", ".join(f"{k}={format_value(v)}" for k, v in zip(keys, vals)
                           if k != "site" or s["site"].nunique() > 1) or plan.name
-        series.append(plots.Series(label, g.sort_values(x.column)))
+        series.append(plots.Series(label, g.sort_values(x.column), _demand(plan, g),
+                                   _curve(plan, x, g, df)))
     return plots.plot(series, out / f"throughput_au_vs_{slug(x.column)}.png", x=x.column,
                       x_label=x.label, title=plan.description or plan.name,
                       au_bar=plan.au_bar)
@@ -143,6 +219,7 @@ def build(out: Path, plan: Plan) -> Report:
     s.to_csv(out / "summary.csv", index=False)
     store.write_parquet(df)
     report = Report(_table(plan, s), failed=int(s["failed"].sum()))
+    report.lines += _limit_lines(plan, s)
     report.lines += _search_lines(plan, out)
     if report.failed:
         reasons = df[df["status"] != "ok"].groupby("point")["reason"].first()

@@ -9,6 +9,7 @@ The runner knows nothing of terminals: it tells a Listener what it is doing.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -24,6 +25,10 @@ from testbed.experiment.site import Site
 log = logging.getLogger(__name__)
 
 MEMORY_HEADROOM = 0.6  # the dataset copies may use this share of the kernel's free memory
+# In the user-mode lab kernel one guest process cannot grow past ~256 MiB (UML maps guest
+# pages one by one into the host process: the host's vm.max_map_count, 65530 by default,
+# x 4 KiB). Dissecting a capture holds its streams: a 48 MiB pcap peaked at 259 MiB.
+UML_CAPTURE_MIB = 32
 
 
 class Listener(Protocol):
@@ -70,6 +75,16 @@ def memory_need_bytes(plan: Plan) -> int:
         copies = 1 + (p.workers if p.data_path == "staged" else 0)
         need = max(need, copies * p.dataset.total_bytes)
     return need
+
+
+def check_capture(plan: Plan) -> None:
+    """SpecError when a capture is larger than the lab kernel can dissect (see above)."""
+    if plan.capture is not None and os.environ.get("APN_LAB_KERNEL") == "uml" \
+            and plan.capture.max_mib > UML_CAPTURE_MIB:
+        raise SpecError(f"{plan.path}: [capture] max_mib = {plan.capture.max_mib}: the "
+                        f"user-mode lab kernel can dissect at most {UML_CAPTURE_MIB} MiB (a "
+                        "guest process is limited to ~256 MiB by the host's vm.max_map_count); "
+                        "lower it, or run in the VM lab (lab/run --vm)")
 
 
 def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
@@ -172,6 +187,7 @@ def run(plan: Plan, out: Path, resume: bool = False,
     if store.csv.exists() and not resume:
         raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
     check_memory(plan)
+    check_capture(plan)
     done = store.done() if resume else set()
     store.write_meta(meta_of(plan))
     listener = listener or Quiet()

@@ -86,6 +86,15 @@ class Site:
         for name, spec in point.fibres:
             self.net.set_fibre_spec(name, spec)
 
+    def fibre_counters(self) -> dict[str, tuple[int, int, int]]:
+        """Per fibre, its storage-to-GPU direction's (netem drops, bytes sent, htb
+        overlimits), as the kernel counts them."""
+        out = {}
+        for name, (a, b) in self.net.fibre_names().items():
+            fwd, _ = self.net.read_fibre(a, b)
+            out[name] = (fwd.netem_drops, fwd.sent_bytes, fwd.htb_overlimits)
+        return out
+
     def describe(self) -> dict[str, Any]:
         """What this site is, for logs: prefix, group knobs."""
         return {"prefix": self.net.prefix, **dict(self.group)}

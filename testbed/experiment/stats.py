@@ -2,8 +2,10 @@
 per-point means with 95 % confidence intervals. Pure functions of DataFrames (no I/O),
 shared by the report and the search.
 
-Slowdown is time per training step against the baseline's (median over its workers and
-repetitions): a point and its baseline may measure different numbers of steps.
+Slowdown is time per training step against the baseline's (mean over its workers and
+repetitions): a point and its baseline may measure different numbers of steps. Intervals
+of a point over several rows (workers x repetitions) are Student t intervals over the
+rows; a point measured once takes its row's own interval (batch means over its steps).
 """
 
 from __future__ import annotations
@@ -40,16 +42,19 @@ def point_of(run_id: str) -> str:
 
 
 def with_slowdown(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows with `point_id`, `step_s` and `slowdown_pct` (NaN only where the
-    baseline was not measured)."""
+    """The rows with `point_id`, `slowdown_pct` and its 95 % half-width `slowdown_ci_pct`
+    (NaN only where the baseline was not measured)."""
     df = df.copy()
     df["point_id"] = df["point"].map(point_of)
-    steps = df["steps_measured"].where(df["steps_measured"] > 0)
-    df["step_s"] = df["wall_s"] / steps
     ok = ok_rows(df)
-    base = ok.groupby("point_id")["step_s"].median()
+    base = ok.groupby("point_id")["step_s"].mean()
+    base_ci = ok.groupby("point_id")["step_ci_s"].mean()
     ref = df["baseline_point"].map(base)
-    df["slowdown_pct"] = 100.0 * (df["step_s"] / ref - 1.0)
+    ratio = df["step_s"] / ref
+    df["slowdown_pct"] = 100.0 * (ratio - 1.0)
+    rel = ((df["step_ci_s"] / df["step_s"]) ** 2
+           + (df["baseline_point"].map(base_ci) / ref) ** 2) ** 0.5
+    df["slowdown_ci_pct"] = 100.0 * ratio * rel
     return df
 
 
@@ -63,6 +68,30 @@ def mean_ci(values: pd.Series) -> tuple[float, float]:
     return float(v.mean()), t95(len(v)) * float(v.std(ddof=1)) / math.sqrt(len(v))
 
 
+def point_ci(rows: pd.DataFrame, metric: str, own_ci: str | None) -> tuple[float, float]:
+    """A metric's mean over a point's rows and its 95 % half-width: over the rows when
+    there are several, else the row's own interval (column own_ci)."""
+    mean, ci = mean_ci(rows[metric])
+    if len(rows) == 1 and own_ci and own_ci in rows:
+        ci = float(rows[own_ci].iloc[0])
+    return mean, ci
+
+
+CI_OF = {"au_pct": "au_ci_pct", "slowdown_pct": "slowdown_ci_pct", "throughput_MB_s": None,
+         "samples_per_s": None}
+
+
+def _labels(ok: pd.DataFrame) -> dict[str, Any]:
+    """A point's limited_by (emulator if any of its rows was), and why."""
+    if ok.empty or "limited_by" not in ok:
+        return {"limited_by": "", "emulator_limited": False, "emulator_reason": ""}
+    emu = ok["emulator_limited"].astype(str).str.lower() == "true"
+    reasons = sorted({r for x in ok.loc[emu, "emulator_reason"].dropna() for r in str(x).split("+")})
+    label = "emulator" if emu.any() else str(ok["limited_by"].mode().iloc[0])
+    return {"limited_by": label, "emulator_limited": bool(emu.any()),
+            "emulator_reason": "+".join(reasons)}
+
+
 def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per group of `by` (point_id and, say, site): n, failures, and mean +- 95 % CI of
     AU, throughput and slowdown, with the medians of the context columns."""
@@ -71,12 +100,14 @@ def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         ok = ok_rows(g)
         row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         row.update({"n": len(ok), "failed": len(g) - len(ok)})
-        for metric in ("au_pct", "throughput_MB_s", "slowdown_pct", "samples_per_s"):
+        for metric, own in CI_OF.items():
             if metric in ok:
-                row[metric], row[f"{metric}_ci"] = mean_ci(ok[metric])
-        for col in ("rtt_ms", "path_km", "window_bound_MB_s", "mathis_MB_s", "link_MB_s",
-                    "cpu_busy_pct", "prep_s"):
+                row[metric], row[f"{metric}_ci"] = point_ci(ok, metric, own)
+        for col in ("rtt_ms", "path_km", "model_MB_s", "model_au_pct", "bound_compute_MB_s",
+                    "bound_fibre_MB_s", "bound_window_MB_s", "bound_loss_MB_s",
+                    "bound_latency_MB_s", "cpu_busy_pct", "compute_overshoot_pct", "prep_s"):
             if col in ok:
                 row[col] = float(ok[col].median()) if len(ok) else math.nan
+        row.update(_labels(ok))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -110,6 +110,8 @@ class Readback:
     netem_backlog_pkts: int
     htb_drops: int
     sent_pkts: int
+    sent_bytes: int = 0
+    htb_overlimits: int = 0
 
 
 def _ticks_to_ms(ticks: int) -> float:
@@ -139,12 +141,13 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
     if rate_bytes is None:
         raise KernelError(f"{ifname}: htb class {CLASS} missing")
 
-    def stats(msg: Any) -> tuple[int, int, int]:
+    def stats(msg: Any) -> tuple[int, int, int, int, int]:
         s = msg.get_attr("TCA_STATS") or {}
-        return int(s.get("drops", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0))
+        return (int(s.get("drops", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0)),
+                int(s.get("bytes", 0)), int(s.get("overlimits", 0)))
 
-    n_drops, n_qlen, _ = stats(netem)
-    h_drops, _, h_sent = stats(htb_root)
+    n_drops, n_qlen, _, _, _ = stats(netem)
+    h_drops, _, h_sent, h_bytes, h_over = stats(htb_root)
     return Readback(
         delay_ms=_ticks_to_ms(opts["delay"]),
         jitter_ms=_ticks_to_ms(opts["jitter"]),
@@ -155,4 +158,6 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
         netem_backlog_pkts=n_qlen,
         htb_drops=h_drops,
         sent_pkts=h_sent,
+        sent_bytes=h_bytes,
+        htb_overlimits=h_over,
     )

@@ -34,8 +34,10 @@ file_kib = 2048
 [workload]
 batch = 2
 compute_ms = 50
-steps = 40
-warmup_steps = 1
+measure_s = 5
+measure_max_s = 10
+warmup_max_s = 2
+min_steps = 4
 readers = 2
 """
 

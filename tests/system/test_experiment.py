@@ -29,8 +29,10 @@ file_kib = 1024
 [workload]
 batch = 2
 compute_ms = 20
-steps = 8
-warmup_steps = 1
+measure_s = 1
+measure_max_s = 2
+warmup_max_s = 2
+min_steps = 4
 readers = 1
 """
 COLUMNS = {"point", "repetition", "status", "reason", "worker", "site", "distance_km",
@@ -120,8 +122,10 @@ file_kib = 1024
 [workload]
 batch = 2
 compute_ms = 20
-steps = 8
-warmup_steps = 1
+measure_s = 1
+measure_max_s = 2
+warmup_max_s = 2
+min_steps = 4
 readers = 1
 """
 

@@ -39,7 +39,7 @@ def test_capture_of_a_64_MiB_read_finds_64_one_MiB_READs(site, tmp_path):
         fh.write("3")
     with Capture(net.namespace("w1"), "w1-eth0", pcap, seconds=300) as cap:
         with NfsMount(net, "w1", server, MountSpec(rsize=1 << 20)) as m:
-            got = workload._read_sample((str(m.path / "sample_000000.bin"), 0, -1))
+            got = workload.read_sample((str(m.path / "sample_000000.bin"), 0, -1))
     assert got == 64 << 20
     res = cap.result
     assert res.stopped_by == "stop" and res.dropped == 0 and res.bytes > 64 << 20
@@ -98,8 +98,10 @@ file_kib = 1024
 [workload]
 batch = 2
 compute_ms = 20
-steps = 4
-warmup_steps = 1
+measure_s = 1
+measure_max_s = 2
+warmup_max_s = 2
+min_steps = 4
 readers = 1
 """)
     out = run_file(f, tmp_path / "out")

@@ -78,7 +78,7 @@ def test_a_named_link_wins_over_all_links(tmp_path):
     ("[sweep]\ndistance_km = [0, 60]\n[fixed]\njitter_ms = 1\n", "point distance_km=0"),
     ("[sweep]\nvers = ['3']\n", r"vers 3 is not served"),
     ("[workload]\naccess = 'record'\n", "needs \\[dataset\\] format"),
-    ("[workload]\nwarmup_steps = 20\nsteps = 20\n", "warmup_steps"),
+    ("[workload]\nmeasure_s = 20\nmeasure_max_s = 10\n", "measure_max_s"),
     ("[sweep]\ndata_path = ['cache']\n[cache]\nsize_mib = 64\n[dataset]\nfiles = 64\n"
      "file_kib = 4096\n", "cannot hold"),
     ('topology = "two-sites"\n[sweep]\n"fibre.site_c.loss_pct" = [1]\n', "did you mean 'site_b'"),
@@ -141,10 +141,12 @@ def test_slowdown_per_step_against_each_points_baseline():
     df = pd.DataFrame({
         "point": ["a=0|rep=0", "a=0|rep=1", "a=1|rep=0", "b=0|rep=0", "b=1|rep=0"],
         "baseline_point": ["a=0", "a=0", "a=0", "b=0", "b=0"],
-        "status": "ok", "wall_s": [10.0, 10.0, 30.0, 5.0, 11.0],
-        "steps_measured": [10, 10, 20, 10, 10]})
+        "status": "ok", "step_s": [1.0, 1.0, 1.5, 0.5, 1.1],
+        "step_ci_s": [0.01, 0.01, 0.03, 0.005, 0.011]})
     out = stats.with_slowdown(df)
     assert list(out["slowdown_pct"].round(6)) == [0.0, 0.0, 50.0, 0.0, 120.0]
+    # 1.5 x sqrt(0.02^2 + 0.01^2): the point's and the baseline's relative intervals
+    assert out["slowdown_ci_pct"][2] == pytest.approx(150 * math.hypot(0.02, 0.01))
 
 
 def test_mean_ci():
@@ -180,7 +182,7 @@ def test_shipped_experiments_load():
 def test_capture_option_parsed_and_checked(tmp_path):
     base = '[sweep]\ndistance_km = [0, 60]\n'
     opt = load(tmp_path, base + "[capture]\nseconds = 30\nkeep_pcap = true\n").capture
-    assert opt is not None and opt.seconds == 30 and opt.keep_pcap and opt.max_mib == 256
+    assert opt is not None and opt.seconds == 30 and opt.keep_pcap and opt.max_mib == 32
     assert load(tmp_path, base + "[capture]\nenabled = false\n").capture is None
     assert load(tmp_path, base).capture is None
     for bad in ("secs = 3", "seconds = 0", "max_mib = 1.5", 'keep_pcap = "yes"'):

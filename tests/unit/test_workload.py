@@ -1,32 +1,104 @@
-"""Workload arithmetic and the loader on a local folder (no root, no NFS)."""
+"""The training set, the measured window's decisions and statistics, and the loader on a
+local folder (no root, no NFS)."""
 
 import hashlib
+import math
+from pathlib import Path
 
 import pytest
 
 from testbed import workload
 from testbed.errors import SpecError, WorkloadError
+from testbed.workload import Step, Window, WindowSpec
+from testbed.workload.window import au, au_ci, batches
 
 
-def test_summary_excludes_warmup_and_computes_au():
-    spec = workload.WorkloadSpec(steps=4, warmup_steps=1, batch=2)
-    run = workload.LoaderRun([workload.Step(0, 5.0, 1.0, 100, 2),
-                              workload.Step(1, 1.0, 1.0, 2_000_000, 2),
-                              workload.Step(2, 0.0, 1.0, 2_000_000, 2),
-                              workload.Step(3, 1.0, 1.0, 2_000_000, 2)])
-    s = workload.summarise(run, spec)
-    assert s["au_pct"] == pytest.approx(100 * 3 / 5)
-    assert s["samples_per_s"] == pytest.approx(6 / 5)
-    assert s["throughput_MB_s"] == pytest.approx(6 / 5)
-    assert s["stall_s"] == pytest.approx(2.0)
+def steps(n, start=0.0, wait=0.0, compute=0.1, nbytes=1_000_000, gap=0.0):
+    """n back-to-back steps of (wait, compute) with `gap` between them."""
+    out, t = [], start
+    for i in range(n):
+        out.append(Step(i, t, wait, compute, nbytes, 2))
+        t += wait + compute + gap
+    return out
 
 
-def test_generate_is_deterministic_and_loader_reads_everything(tmp_path):
+def test_au_counts_the_gaps_between_steps():
+    s = steps(10, wait=0.0, compute=0.1, gap=0.01)
+    assert au(s) == pytest.approx(100 * 1.0 / (1.0 + 9 * 0.01))
+
+
+def test_summary_of_the_measured_window():
+    run = workload.LoaderRun(steps(5, wait=1.0, compute=1.0, nbytes=100) +
+                             [Step(5 + i, 10.0 + 2 * i, 1.0, 1.0, 2_000_000, 2)
+                              for i in range(20)], warmup_steps=5, settled=True)
+    s = workload.summarise(run, workload.WorkloadSpec(compute_ms=1000.0))
+    assert s["au_pct"] == pytest.approx(50.0)
+    assert s["step_s"] == pytest.approx(2.0)
+    assert s["throughput_MB_s"] == pytest.approx(1.0)
+    assert s["steps_measured"] == 20 and s["warmup_s"] == pytest.approx(10.0)
+    assert s["compute_overshoot_pct"] == pytest.approx(0.0)
+    assert s["au_ci_pct"] == pytest.approx(0.0)
+
+
+def test_time_dilation_reports_emulated_units():
+    run = workload.LoaderRun(steps(30, wait=0.5, compute=0.5), warmup_steps=0)
+    s = workload.summarise(run, workload.WorkloadSpec(compute_ms=50.0), time_scale=10)
+    assert s["step_s"] == pytest.approx(0.1) and s["au_pct"] == pytest.approx(50.0)
+    assert s["throughput_MB_s"] == pytest.approx(1_000_000 / 1.0 / 1e6 * 10)
+
+
+def test_batch_means_interval_narrows_with_steady_steps():
+    import random
+    rng, t, noisy = random.Random(3), 0.0, []
+    for i in range(40):
+        wait = rng.uniform(0.0, 0.1)
+        noisy.append(Step(i, t, wait, 0.1, 1, 1))
+        t += wait + 0.1
+    assert len(batches(noisy)) == 10
+    mean, half = au_ci(noisy)
+    assert 60 < mean < 80 and half > 0
+    assert au_ci(steps(40))[1] == pytest.approx(0.0)
+
+
+def test_warmup_waits_for_bytes_and_a_settled_step_time():
+    w = Window(WindowSpec(warmup_bytes=10_000_000, warmup_min_s=0.0, measure_s=1.0,
+                          measure_max_s=5.0, min_steps=5, block=3))
+    ramp = [Step(i, sum(0.5 / (j + 1) + 0.1 for j in range(i)), 0.5 / (i + 1), 0.1,
+                 1_000_000, 2) for i in range(8)]
+    for s in ramp:
+        w.add(s)
+    assert w.warmup_steps is None  # 8 MB read: not enough yet
+    t = ramp[-1].end_s
+    for i in range(8, 60):
+        if not w.add(Step(i, t, 0.05, 0.1, 1_000_000, 2)):
+            break
+        t += 0.15
+    assert w.warmup_steps is not None and w.warmup_steps >= 10 and w.settled
+    measured = w.measured()
+    assert measured[-1].end_s - measured[0].start_s >= 1.0 and len(measured) >= 5
+
+
+def test_window_stops_at_its_maximum_even_if_noisy():
+    w = Window(WindowSpec(warmup_max_s=0.5, measure_s=1.0, measure_max_s=3.0, min_steps=2,
+                          ci_target=0.001))
+    t, i = 0.0, 0
+    while w.add(Step(i, t, 0.2 * (i % 3), 0.1, 1, 1)):
+        t += 0.1 + 0.2 * (i % 3)
+        i += 1
+        assert t < 10
+    m = w.measured()
+    assert 3.0 <= m[-1].end_s - m[0].start_s < 3.5
+
+
+def test_generate_is_deterministic_and_loader_reads_cold_epochs(tmp_path):
     paths = workload.generate(tmp_path, files=6, file_bytes=10_000, fmt="raw")
-    assert hashlib.sha256(paths[3].read_bytes()).hexdigest() == workload.expected_digest(3, 10_000)
-    spec = workload.WorkloadSpec(batch=3, steps=4, warmup_steps=1, compute_ms=1, readers=2)
+    assert hashlib.sha256(paths[3].read_bytes()).hexdigest() == \
+        workload.expected_digest(3, 10_000)
+    spec = workload.WorkloadSpec(batch=3, compute_ms=5, readers=2, measure_s=0.5,
+                                 measure_max_s=0.5, warmup_max_s=0.5, min_steps=5)
     run = workload.run_loader(tmp_path, spec)
-    assert run.error is None and len(run.steps) == 4
+    assert run.error is None and len(run.measured) >= 5
+    assert sum(s.samples for s in run.steps) > 6  # several epochs
     assert all(s.bytes == 30_000 for s in run.steps)
 
 
@@ -37,10 +109,12 @@ def test_other_formats(tmp_path, fmt):
 
 
 def test_bad_specs():
-    with pytest.raises(SpecError, match="warmup_steps"):
-        workload.WorkloadSpec(steps=3, warmup_steps=3)
+    with pytest.raises(SpecError, match="measure_max_s"):
+        workload.WorkloadSpec(measure_s=3, measure_max_s=2)
+    with pytest.raises(SpecError, match="compute_ms"):
+        workload.WorkloadSpec(compute_ms=math.nan)
     with pytest.raises(SpecError, match="format"):
-        workload.generate(__import__("pathlib").Path("/nonexistent"), 1, 1, fmt="tfr")
+        workload.generate(Path("/nonexistent"), 1, 1, fmt="tfr")
 
 
 @pytest.mark.parametrize("kind", ["thread", "process"])
@@ -48,10 +122,12 @@ def test_record_level_access_reads_every_record(tmp_path, kind):
     workload.generate(tmp_path, 3, 80_000, "record", records_per_file=4)
     samples = workload.samples_of(sorted(tmp_path.glob("sample_*")), "record")
     assert len(samples) == 12 and all(length == 20_000 for _, _, length in samples)
-    spec = workload.WorkloadSpec(batch=4, steps=3, warmup_steps=0, compute_ms=0,
-                                 access="record", reader_kind=kind, shuffle=False)
+    spec = workload.WorkloadSpec(batch=4, compute_ms=1, access="record", reader_kind=kind,
+                                 shuffle=False, measure_s=0.2, measure_max_s=0.2,
+                                 warmup_max_s=0.1, min_steps=3)
     run = workload.run_loader(tmp_path, spec)
-    assert run.error is None and sum(s.bytes for s in run.steps) == 12 * 20_000
+    assert run.error is None
+    assert all(s.bytes == 4 * 20_000 for s in run.steps)
 
 
 def test_record_access_on_raw_files_is_a_clear_error(tmp_path):

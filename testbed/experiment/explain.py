@@ -1,0 +1,106 @@
+"""Every point explained: what the model says should limit each worker (testbed.model:
+compute, fibre, window, loss or latency, with every bound), and whether the emulator kept
+up. A point the emulator could not carry in real time is labelled emulator-limited with
+its reason, whatever the model says: such a figure describes the machine, not the fibre.
+
+The emulator's evidence, one rule per row of EMULATOR_RULES:
+  cpu        the lab kernel's CPU was >= 90 % busy over the loader's run
+  timers     the emulated accelerator's sleeps overran their nominal time by >= 5 %
+             (the machine could not schedule the lab kernel on time)
+  queue      the fibre's netem queue dropped more than its configured loss explains
+             (the emulated bottleneck overflowed)
+  shortfall  the reads fell more than 15 % below the model's bound while the CPU was
+             >= 75 % busy or the timers ran >= 2 % late
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from testbed import model, topology
+from testbed.experiment.plan import Point
+
+CPU_BUSY_PCT = 90.0
+OVERSHOOT_PCT = 5.0
+SHORTFALL = 0.85
+COLUMNS = ("model_MB_s", "model_au_pct", "limited_by", "bound_compute_MB_s",
+           "bound_fibre_MB_s", "bound_window_MB_s", "bound_loss_MB_s",
+           "bound_latency_MB_s", "emulator_limited", "emulator_reason", "qdisc_drops",
+           "fibre_MB_s", "tcp_rmem_max")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the run measured about the machine and the bottleneck."""
+
+    cpu_busy_pct: float
+    overshoot_pct: float
+    drops: int
+    expected_drops: float
+    measured_MB_s: float
+    model_MB_s: float
+
+
+EMULATOR_RULES: tuple[tuple[str, Callable[[Evidence], bool]], ...] = (
+    ("cpu", lambda e: e.cpu_busy_pct >= CPU_BUSY_PCT),
+    ("timers", lambda e: e.overshoot_pct >= OVERSHOOT_PCT),
+    ("queue", lambda e: e.drops > 2 * e.expected_drops + 20),
+    ("shortfall", lambda e: e.measured_MB_s < SHORTFALL * e.model_MB_s
+     and (e.cpu_busy_pct >= 75 or e.overshoot_pct >= 2)),
+)
+
+
+def emulator_reasons(e: Evidence) -> list[str]:
+    """The names of the rules the evidence trips (empty: the emulator kept up)."""
+    return [name for name, rule in EMULATOR_RULES if rule(e)]
+
+
+def share_Bps(topo: topology.SiteTopo, point: Point, worker: str) -> float:
+    """The worker's fair share of its path: every span's rate divided among the workers
+    whose paths cross it; the smallest."""
+    spans = topology.path_fibres(topo, worker)
+    if not spans:
+        return math.inf
+    crossing = {name: 0 for name, _ in spans}
+    for w in topology.worker_hosts(topo):
+        for name, _ in topology.path_fibres(topo, w):
+            if name in crossing:
+                crossing[name] += 1
+    return min(point.fibre(n).rate_mbit * 1e6 / 8 / crossing[n] for n, _ in spans)
+
+
+def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
+           rmem_max: int, cc: str) -> model.Bounds:
+    """The model's bounds for one worker of a point, from the kernel's own read-ahead and
+    TCP buffer settings (read back), the point's path and loader."""
+    specs = [point.fibre(n) for n, _ in topology.path_fibres(topo, worker)]
+    keep = math.prod(1 - s.loss_pct / 100 for s in specs)
+    wl, m = point.workload, point.mount
+    path = model.Path(rtt_s=sum(s.rtt_ms for s in specs) / 1000.0,
+                      share_Bps=share_Bps(topo, point, worker), loss=1 - keep,
+                      mtu=int(point.value("mtu")), connections=m.nconnect,
+                      buffer_bytes=rmem_max, cc=cc)
+    sample = point.dataset.sample_bytes(wl.access)
+    reading = model.Reading(readers=min(wl.readers, wl.prefetch * wl.batch),
+                            sample_bytes=sample, read_bytes=wl.read_kib << 10,
+                            rsize=m.rsize, ra_bytes=ra_kb << 10)
+    demand = wl.batch * sample / (wl.compute_ms / 1000.0) if wl.compute_ms > 0 else math.inf
+    return model.predict(path, reading, demand, local=point.data_path != "direct")
+
+
+def explain(b: model.Bounds, row: dict[str, Any], drops: int, sent_pkts_est: float,
+            loss: float, fibre_MB_s: float, rmem_max: int) -> dict[str, Any]:
+    """The explanation columns of a row: bounds, prediction, limited_by, emulator marks."""
+    mb = lambda v: v / 1e6 if math.isfinite(v) else math.inf  # noqa: E731
+    e = Evidence(row["cpu_busy_pct"], row["compute_overshoot_pct"], drops,
+                 loss * sent_pkts_est, row["throughput_MB_s"], mb(b.predicted))
+    reasons = emulator_reasons(e)
+    return {
+        "model_MB_s": mb(b.predicted), "model_au_pct": b.au_pct(),
+        "limited_by": "emulator" if reasons else b.limited_by,
+        **{f"bound_{k}_MB_s": mb(v) for k, v in b.values.items()},
+        "emulator_limited": bool(reasons), "emulator_reason": "+".join(reasons),
+        "qdisc_drops": drops, "fibre_MB_s": fibre_MB_s, "tcp_rmem_max": rmem_max,
+    }

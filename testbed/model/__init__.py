@@ -1,0 +1,9 @@
+"""What should limit a point: bounds (compute, fibre, window, loss, latency) and the
+prediction (bounds), Linux's read-ahead (readahead) and the readers' event simulation
+(sim). Pure functions, no I/O."""
+
+from testbed.model.bounds import (LABELS, Bounds, Path, Reading, cubic_Bps, fibre_Bps,
+                                  loss_Bps, mathis_Bps, predict, window_Bps)
+
+__all__ = ["LABELS", "Bounds", "Path", "Reading", "cubic_Bps", "fibre_Bps", "loss_Bps",
+           "mathis_Bps", "predict", "window_Bps"]

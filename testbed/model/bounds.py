@@ -1,0 +1,153 @@
+"""What should limit a point: a model of the loader reading over the emulated path, and
+the name of the bound that binds (limited_by). Pure functions, no I/O.
+
+Per worker, every bound is a read rate (bytes/s):
+
+  compute  the accelerator's demand at 100 % AU: batch x sample / compute time
+  fibre    the line rate's fair share (every span on the path divided among the workers
+           crossing it), times the payload share of a frame (MSS / (MTU + 14))
+  window   the TCP buffers: nconnect x (tcp_rmem max / 2) / RTT
+  loss     the TCP response to random loss per connection (Mathis for Reno, RFC 8312's
+           CUBIC response for cubic), times nconnect
+  latency  per-file and per-request round trips times the loader's depth: an event
+           simulation (model.sim) of `readers` readers, each opening a file (one round
+           trip) and reading it in read_kib requests through Linux's on-demand read-ahead
+           (model.readahead), all replies sharing the path's rate first come first served
+
+The prediction is the smallest bound (compute included); its name is limited_by. A
+measurement far below the prediction with the machine busy is the emulator's, which the
+caller decides from its own evidence (emulator_reasons).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+PAGE = 4096
+ETH_HEADER = 14
+TCP_IP_HEADERS = 52
+MATHIS_C = math.sqrt(1.5)  # ~1.22
+CUBIC_C, CUBIC_BETA = 0.4, 0.7
+LABELS = ("compute", "fibre", "window", "loss", "latency", "emulator")
+
+
+@dataclass(frozen=True)
+class Path:
+    """A worker's path to the storage host: round trip, its fair share of the line rate,
+    random loss per packet, MTU, TCP connections (nconnect), TCP buffer maximum, cc."""
+
+    rtt_s: float
+    share_Bps: float
+    loss: float = 0.0
+    mtu: int = 1500
+    connections: int = 1
+    buffer_bytes: int = 6 << 20
+    cc: str = "cubic"
+
+    @property
+    def mss(self) -> int:
+        """TCP payload per packet (timestamps on)."""
+        return self.mtu - TCP_IP_HEADERS
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the loader reads: readers in parallel, samples of sample_bytes (whole files or
+    records) read in read_bytes requests; NFS rsize and the mount's read-ahead; round
+    trips per file besides its data (NFSv4 OPEN: 1; CLOSE is sent asynchronously)."""
+
+    readers: int
+    sample_bytes: int
+    read_bytes: int
+    rsize: int
+    ra_bytes: int
+    meta_rtts: int = 1
+
+
+@dataclass
+class Bounds:
+    """Every bound (bytes/s), the prediction and what binds."""
+
+    compute: float
+    fibre: float
+    window: float
+    loss: float
+    latency: float
+    values: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.values = {"compute": self.compute, "fibre": self.fibre, "window": self.window,
+                       "loss": self.loss, "latency": self.latency}
+
+    @property
+    def predicted(self) -> float:
+        """The read rate the model expects (the smallest bound)."""
+        return min(self.values.values())
+
+    @property
+    def limited_by(self) -> str:
+        """The binding bound. compute when the demand is met (within 2 %); the latency
+        simulation includes the fibre's serialisation, so a latency bound within 5 % of
+        the fibre's is the fibre's."""
+        if self.compute <= 1.02 * min(v for k, v in self.values.items() if k != "compute"):
+            return "compute"
+        name = min((k for k in self.values if k != "compute"), key=self.values.__getitem__)
+        if name == "latency" and self.fibre <= 1.05 * self.latency:
+            return "fibre"
+        return name
+
+    def au_pct(self) -> float:
+        """The AU the model expects: demand met, or the share of it the reads allow."""
+        return 100.0 * min(1.0, self.predicted / self.compute) if self.compute > 0 else 100.0
+
+
+def mathis_Bps(path: Path) -> float:
+    """Mathis et al. (1997): one Reno flow moves at most MSS/RTT x C/sqrt(p)."""
+    if path.loss <= 0 or path.rtt_s <= 0:
+        return math.inf
+    return path.mss / path.rtt_s * MATHIS_C / math.sqrt(path.loss)
+
+
+def cubic_Bps(path: Path) -> float:
+    """RFC 8312 section 5.1: CUBIC's average window (C(3+b)/(4(1-b)))^(1/4) x
+    RTT^(3/4) / p^(3/4) segments (RTT in seconds), or its TCP-friendly estimate (the
+    same as Reno's, 1.22/sqrt(p)) where that is larger; x MSS / RTT."""
+    if path.loss <= 0 or path.rtt_s <= 0:
+        return math.inf
+    p, rtt = path.loss, path.rtt_s
+    w_cubic = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25 * \
+        rtt ** 0.75 / p ** 0.75
+    w_reno = MATHIS_C / math.sqrt(p)
+    return max(w_cubic, w_reno) * path.mss / rtt
+
+
+def loss_Bps(path: Path) -> float:
+    """The loss bound of the path's connections under its congestion control."""
+    one = cubic_Bps(path) if path.cc == "cubic" else mathis_Bps(path)
+    return one * path.connections
+
+
+def window_Bps(path: Path) -> float:
+    """The TCP buffers' bound: about half of tcp_rmem's maximum is advertised as window."""
+    if path.rtt_s <= 0:
+        return math.inf
+    return path.connections * path.buffer_bytes / 2 / path.rtt_s
+
+
+def fibre_Bps(path: Path) -> float:
+    """The fair share of the line rate that carries payload."""
+    return path.share_Bps * path.mss / (path.mtu + ETH_HEADER)
+
+
+def predict(path: Path, reading: Reading, demand_Bps: float, local: bool = False) -> Bounds:
+    """Every bound of a worker reading over `path` (local: the data path reads on the GPU
+    site, so only the demand bounds it)."""
+    from testbed.model.sim import Setting, read_rate_Bps
+    if local:
+        return Bounds(demand_Bps, math.inf, math.inf, math.inf, math.inf)
+    latency = read_rate_Bps(Setting(path.rtt_s, path.share_Bps, reading.readers,
+                                    reading.sample_bytes, reading.read_bytes, reading.rsize,
+                                    reading.ra_bytes, reading.meta_rtts))
+    return Bounds(demand_Bps, fibre_Bps(path), window_Bps(path), loss_Bps(path), latency)

@@ -1,0 +1,257 @@
+"""The training-input loader feeding an emulated accelerator. Knows nothing of NFS or
+namespaces: it reads files under a path.
+
+As torch's DataLoader does, `prefetch` batches stay requested from the readers (threads
+or forked processes) sample by sample; the accelerator takes a batch (the wait is the
+stall), "computes" for compute_ms (a sleep), and the next batch is requested. Epochs
+follow one another (reshuffled) for as long as the measured window needs; every sample
+read is dropped from the page cache afterwards (POSIX_FADV_DONTNEED), so every epoch
+reads cold through the client, as a data set far larger than memory would.
+
+run_loader  per-step timings and when warm-up ended (window.Window decides)
+summarise   the measured window's AU with its 95 % interval, step time, throughput,
+            stall, and how far the emulated compute overshot its nominal time (a sign
+            that the machine, not the data path, was late)
+
+Under time dilation by k the sleeps and windows run k times longer in real time, and
+summarise reports emulated units (times / k, rates x k).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import ctypes.util
+import functools
+import itertools
+import math
+import multiprocessing
+import os
+import random
+import statistics
+import threading
+import time
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from testbed.errors import SpecError, WorkloadError
+from testbed.workload.dataset import Sample, samples_of
+from testbed.workload.window import Step, Window, WindowSpec, au_ci, batches, mean_ci
+
+READER_KINDS = ("thread", "process")
+ACCESS = ("file", "record")
+READ_TIMEOUT_S = 300.0  # a batch that is not read in this time (x k) fails the run
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The loader and its emulated accelerator.
+
+    batch: samples per step; compute_ms: emulated compute per step; readers: reader
+    threads or processes (reader_kind); prefetch: batches requested ahead; access: a
+    sample is a file or one record; read_kib: the application's read size; measure_s,
+    measure_max_s, warmup_max_s, min_steps, au_ci_target: the measured window (see
+    window.py); au_bar: the AU a point must reach (MLPerf Storage: 90 %)."""
+
+    batch: int = 4
+    compute_ms: float = 50.0
+    readers: int = 4
+    prefetch: int = 2
+    shuffle: bool = True
+    seed: int = 1
+    au_bar: float = 90.0
+    reader_kind: str = "thread"
+    access: str = "file"
+    read_kib: int = 1024
+    measure_s: float = 5.0
+    measure_max_s: float = 20.0
+    warmup_max_s: float = 20.0
+    min_steps: int = 20
+    au_ci_target: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, lo in (("batch", 1), ("readers", 1), ("prefetch", 1), ("min_steps", 2)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise SpecError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        for name in ("compute_ms", "measure_s", "measure_max_s", "warmup_max_s",
+                     "au_ci_target"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0:
+                raise SpecError(f"{name}: must be a finite number >= 0, got {v!r}")
+        if self.measure_max_s < self.measure_s:
+            raise SpecError(f"measure_max_s ({self.measure_max_s:g}) is below measure_s "
+                            f"({self.measure_s:g})")
+        if not 0 < self.au_bar <= 100:
+            raise SpecError(f"au_bar: must be in (0, 100], got {self.au_bar}")
+        if self.reader_kind not in READER_KINDS:
+            raise SpecError(f"reader_kind: {self.reader_kind!r}; known: "
+                            f"{', '.join(READER_KINDS)}")
+        if self.access not in ACCESS:
+            raise SpecError(f"access: {self.access!r}; known: {', '.join(ACCESS)}")
+        if not isinstance(self.read_kib, int) or not 4 <= self.read_kib <= 65536:
+            raise SpecError(f"read_kib: must be 4..65536, got {self.read_kib!r}")
+
+    def window(self, warmup_bytes: int = 0) -> WindowSpec:
+        """The measured window this spec asks for (durations in emulated seconds)."""
+        return WindowSpec(warmup_bytes=warmup_bytes, warmup_max_s=self.warmup_max_s,
+                          measure_s=self.measure_s, measure_max_s=self.measure_max_s,
+                          min_steps=self.min_steps, ci_target=self.au_ci_target)
+
+
+@dataclass
+class LoaderRun:
+    """What a loader run produced: every step, where the measured window starts, whether
+    warm-up settled, and the I/O error that ended it early, if any."""
+
+    steps: list[Step] = field(default_factory=list)
+    warmup_steps: int | None = None
+    settled: bool = False
+    error: str | None = None
+
+    @property
+    def measured(self) -> list[Step]:
+        """The steps of the measured window."""
+        return [] if self.warmup_steps is None else self.steps[self.warmup_steps:]
+
+
+_buffers = threading.local()
+
+
+def _buffer(size: int) -> memoryview:
+    """This reader's read buffer, reused across samples as fio reuses its own (a fresh
+    1 MiB buffer per sample is an mmap and page faults that fio does not pay)."""
+    view: memoryview | None = getattr(_buffers, "view", None)
+    if view is None or len(view) != size:
+        view = _buffers.view = memoryview(bytearray(size))
+    return view
+
+
+def read_sample(sample: Sample, read_bytes: int = 1 << 20) -> int:
+    """Read one sample in read_bytes requests, then drop it from the page cache so that
+    the next epoch reads it cold again; returns the bytes read."""
+    path, offset, length = sample
+    n = 0
+    view = _buffer(read_bytes)
+    with open(path, "rb", buffering=0) as fh:
+        if offset:
+            fh.seek(offset)
+        while length < 0 or n < length:
+            want = read_bytes if length < 0 else min(read_bytes, length - n)
+            got = fh.readinto(view[:want])
+            if not got:
+                break
+            n += got
+        os.posix_fadvise(fh.fileno(), offset, n, os.POSIX_FADV_DONTNEED)
+    return n
+
+
+def die_with_parent() -> None:
+    """In a forked reader: have the kernel SIGKILL us when the loader's process dies, so
+    a killed run leaves no reader process behind (reading, or holding a mount busy)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
+def _batches(samples: list[Sample], spec: WorkloadSpec) -> Iterator[list[Sample]]:
+    """Batches for ever: epoch after epoch, each reshuffled (if shuffle)."""
+    rng = random.Random(spec.seed)
+
+    def stream() -> Iterator[Sample]:
+        while True:
+            epoch = list(samples)
+            if spec.shuffle:
+                rng.shuffle(epoch)
+            yield from epoch
+
+    it = stream()
+    while True:
+        yield list(itertools.islice(it, spec.batch))
+
+
+def _pool(spec: WorkloadSpec) -> Executor:
+    if spec.reader_kind == "process":
+        # Forked before any of our threads start (as DataLoader workers are), warmed up so
+        # that process start-up is not counted as I/O stall.
+        pool = ProcessPoolExecutor(spec.readers, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=die_with_parent)
+        list(pool.map(abs, range(spec.readers)))
+        return pool
+    return ThreadPoolExecutor(max_workers=spec.readers)
+
+
+def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
+               time_scale: float = 1.0, pattern: str = "sample_*") -> LoaderRun:
+    """Feed an emulated accelerator from the files under root until the measured window
+    is complete. Never raises for I/O errors: the run reports them (a dead server must not
+    hang or crash the experiment). WorkloadError when there are no files."""
+    files = sorted(root.glob(pattern))
+    if not files:
+        raise WorkloadError(f"no dataset files under {root}")
+    decide = Window((window or spec.window()).scaled(time_scale))
+    batch_iter = _batches(samples_of(files, spec.access), spec)
+    read = functools.partial(read_sample, read_bytes=spec.read_kib << 10)
+    pool = _pool(spec)
+    pending: collections.deque[list[Future[int]]] = collections.deque(
+        [pool.submit(read, s) for s in next(batch_iter)] for _ in range(spec.prefetch))
+    run = LoaderRun()
+    t0 = time.perf_counter()
+    try:
+        for i in itertools.count():
+            start = time.perf_counter()
+            try:
+                futures = pending.popleft()
+                nbytes = sum(f.result(timeout=READ_TIMEOUT_S * time_scale) for f in futures)
+            except (OSError, FutureTimeout) as exc:
+                run.error = f"{type(exc).__name__}: {exc}" if str(exc) else \
+                    f"a batch was not read within {READ_TIMEOUT_S * time_scale:g} s"
+                break
+            wait = time.perf_counter() - start
+            pending.append([pool.submit(read, s) for s in next(batch_iter)])
+            t1 = time.perf_counter()
+            time.sleep(spec.compute_ms * time_scale / 1000.0)  # the emulated accelerator
+            step = Step(i, start - t0, wait, time.perf_counter() - t1, nbytes, len(futures))
+            run.steps.append(step)
+            if not decide.add(step):
+                break
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    run.warmup_steps, run.settled = decide.warmup_steps, decide.settled
+    return run
+
+
+NAN_SUMMARY = ("au_pct", "au_ci_pct", "step_s", "step_ci_s", "samples_per_s",
+               "throughput_MB_s", "stall_s", "wall_s", "step_wait_median_ms",
+               "steps_measured", "warmup_s", "warmup_MB", "warmup_settled",
+               "compute_overshoot_pct")
+
+
+def summarise(run: LoaderRun, spec: WorkloadSpec, time_scale: float = 1.0) -> dict[str, float]:
+    """The measured window in emulated units: AU (%) and its 95 % half-width, time per
+    step and its half-width, samples/s, MB/s, stall, warm-up, compute overshoot."""
+    steps, k = run.measured, time_scale
+    if len(steps) < 2:
+        return dict.fromkeys(NAN_SUMMARY, math.nan)
+    wall = steps[-1].end_s - steps[0].start_s
+    au_pct, au_half = au_ci(steps)
+    step_means = [(b[-1].end_s - b[0].start_s) / len(b) for b in batches(steps)]
+    nominal = spec.compute_ms * k / 1000.0 * len(steps)
+    warm = run.steps[:run.warmup_steps or 0]
+    return {
+        "au_pct": au_pct, "au_ci_pct": au_half,
+        "step_s": wall / len(steps) / k, "step_ci_s": mean_ci(step_means)[1] / k,
+        "samples_per_s": sum(s.samples for s in steps) / wall * k,
+        "throughput_MB_s": sum(s.bytes for s in steps) / wall / 1e6 * k,
+        "stall_s": sum(s.wait_s for s in steps) / k, "wall_s": wall / k,
+        "step_wait_median_ms": 1000 * statistics.median(s.wait_s for s in steps) / k,
+        "steps_measured": len(steps),
+        "warmup_s": (warm[-1].end_s if warm else 0.0) / k,
+        "warmup_MB": sum(s.bytes for s in warm) / 1e6, "warmup_settled": run.settled,
+        "compute_overshoot_pct": 100.0 * (sum(s.compute_s for s in steps) - nominal)
+        / nominal if nominal > 0 else 0.0,
+    }
