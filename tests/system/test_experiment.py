@@ -37,7 +37,7 @@ readers = 1
 """
 COLUMNS = {"point", "repetition", "status", "reason", "worker", "site", "distance_km",
            "fibre.wan.distance_km", "rtt_ms", "throughput_MB_s", "samples_per_s", "au_pct",
-           "window_bound_MB_s", "mathis_MB_s", "rsize", "nconnect", "read_ahead_kb",
+           "model_MB_s", "limited_by", "bound_loss_MB_s", "rsize", "nconnect", "read_ahead_kb",
            "read_ahead_kb_kernel", "readers", "prefetch", "data_path", "prep_s",
            "cpu_busy_pct"}
 
@@ -150,3 +150,39 @@ def test_a_failing_point_is_recorded_and_the_next_starts_clean(real_kernel, tmp_
     assert list(df["status"]) == ["ok", "ok", "failed", "ok", "ok", "failed"]
     summary = pd.read_csv(out / "summary.csv")
     assert summary["failed"].sum() == 2 and summary["n"].sum() == 4
+
+
+OVERLOAD = """
+name = "overload"
+[fixed]
+workers = 1
+rate = "100gbit"
+distance_km = 0
+[dataset]
+files = 16
+file_kib = 4096
+[workload]
+batch = 8
+compute_ms = 1
+readers = 4
+prefetch = 2
+measure_s = 2
+measure_max_s = 3
+warmup_max_s = 2
+min_steps = 4
+"""
+
+
+def test_a_point_the_emulator_cannot_carry_is_marked(real_kernel, tmp_path):
+    """100 Gbit/s fibre and an accelerator asking for ~33 GB/s: the model's bound is the
+    fibre's ~12 GB/s, the lab kernel moves a few hundred MB/s with its CPU saturated. The
+    row must say so (limited_by emulator), not pass it off as a fibre figure."""
+    f = tmp_path / "overload.toml"
+    f.write_text(OVERLOAD)
+    out = run_file(f, tmp_path / "out")
+    row = pd.read_csv(out / "results.csv").iloc[0]
+    assert row.model_MB_s > 5000 and row.throughput_MB_s < 0.5 * row.model_MB_s
+    assert row.limited_by == "emulator" and row.emulator_limited
+    assert "cpu" in row.emulator_reason or "shortfall" in row.emulator_reason
+    summary = pd.read_csv(out / "summary.csv").iloc[0]
+    assert summary.limited_by == "emulator"

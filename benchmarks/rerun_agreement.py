@@ -1,0 +1,103 @@
+"""Benchmark (host side): do the demo's figures survive a rerun, and a slower machine?
+
+    sudo .venv/bin/python benchmarks/rerun_agreement.py [--quota 0.5] [--out DIR]
+
+Runs `testbed demo` in the lab kernel three times: twice as it is, once with the lab
+kernel held to `quota` of one CPU by a host cgroup (cgroup v1 cpu.cfs_quota_us, or v2
+cpu.max; the lab kernel joins it before it starts and the cgroup is removed after). Over
+the points all three runs measured (the grid; search probes may differ) it prints AU per
+run and mark, the largest AU difference between any two runs over the points no run
+marked emulator-limited, and how many points any run marked, then a closing line
+
+    AGREEMENT au_points=<x> marked=<n>
+
+Goal: au_points <= 2, i.e. a figure either does not depend on the machine or says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+CG1 = Path("/sys/fs/cgroup/cpu")
+CG2 = Path("/sys/fs/cgroup")
+PERIOD_US = 100_000
+
+
+def make_cgroup(quota: float) -> Path:
+    """A fresh cpu cgroup holding its members to `quota` of one CPU."""
+    name = f"apn-bench-{os.getpid()}"
+    if (CG1 / "cpu.cfs_quota_us").exists():
+        cg = CG1 / name
+        cg.mkdir()
+        (cg / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (cg / "cpu.cfs_quota_us").write_text(str(int(quota * PERIOD_US)))
+        return cg
+    cg = CG2 / name
+    cg.mkdir()
+    (cg / "cpu.max").write_text(f"{int(quota * PERIOD_US)} {PERIOD_US}")
+    return cg
+
+
+def run_demo(out: Path, cgroup: Path | None) -> float:
+    """`lab/run testbed demo --out out` (inside cgroup if given); seconds taken."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = f"exec {REPO}/lab/run .venv/bin/testbed demo --out {out}"
+    if cgroup is not None:
+        tasks = cgroup / ("tasks" if (cgroup / "tasks").exists() else "cgroup.procs")
+        cmd = f"echo $$ > {tasks}; " + cmd
+    t0 = time.monotonic()
+    proc = subprocess.run(["sh", "-c", cmd], cwd=REPO, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=3600)
+    if proc.returncode not in (0, 1):
+        sys.exit(f"rerun_agreement: demo failed ({proc.returncode}): {proc.stderr[-500:]}")
+    return time.monotonic() - t0
+
+
+def load(out: Path, run: str) -> pd.DataFrame:
+    """A run's per-point summary, indexed by (point, site)."""
+    s = pd.read_csv(out / "summary.csv")
+    s["emulator_limited"] = s["emulator_limited"].astype(str).str.lower() == "true"
+    return s.set_index(["point_id", "site"])[["au_pct", "au_pct_ci", "emulator_limited",
+                                              "limited_by"]].add_suffix(f"_{run}")
+
+
+def main() -> int:
+    """Run the three demos and print the comparison."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quota", type=float, default=0.5, help="CPU share of the third run")
+    ap.add_argument("--out", default=str(REPO / "results" / "rerun-agreement"))
+    args = ap.parse_args()
+    base = Path(args.out)
+    runs = {"a": None, "b": None, f"cpu{args.quota:g}": args.quota}
+    took = {}
+    for name, quota in runs.items():
+        cg = make_cgroup(quota) if quota else None
+        try:
+            took[name] = run_demo(base / name, cg)
+        finally:
+            if cg is not None:
+                cg.rmdir()
+        print(f"run {name}: {took[name]:.0f} s", flush=True)
+    df = pd.concat([load(base / n, n) for n in runs], axis=1, join="inner")
+    marked = df[[f"emulator_limited_{n}" for n in runs]].any(axis=1)
+    clean = df[~marked]
+    worst = max((float((clean[f"au_pct_{a}"] - clean[f"au_pct_{b}"]).abs().max())
+                 for a, b in itertools.combinations(runs, 2)), default=float("nan"))
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(df[[c for n in runs for c in (f"au_pct_{n}", f"limited_by_{n}")]].round(1))
+    print(f"AGREEMENT au_points={worst:.2f} marked={int(marked.sum())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
