@@ -109,7 +109,13 @@ class Readback:
     netem_drops: int
     netem_backlog_pkts: int
     htb_drops: int
-    sent_pkts: int
+    sent_pkts: int  # frames (a GSO packet counts as its segments)
+    sent_skbs: int = 0  # packets as netem handled them (a GSO packet counts once)
+
+    @property
+    def frames_per_packet(self) -> float:
+        """Mean frames per packet netem saw: 1.0 when it drops and delays single frames."""
+        return self.sent_pkts / self.sent_skbs if self.sent_skbs else float("nan")
 
 
 def _ticks_to_ms(ticks: int) -> float:
@@ -131,17 +137,20 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
         raise KernelError(f"{ifname}: no htb+netem tree installed")
     opts = netem.get_attr("TCA_OPTIONS")
     rate_bytes = None
+    skbs = 0
     for c in ipr.get_classes(index=index):
         if c.get_attr("TCA_KIND") != "htb" or c["handle"] != 0x10001:
             continue
         copts = c.get_attr("TCA_OPTIONS")
         rate_bytes = copts.get_attr("TCA_HTB_RATE64") or copts.get_attr("TCA_HTB_PARMS")["rate"]
+        # htb counts one "lend" per packet its only class sends (GSO packets once).
+        skbs = int((c.get_attr("TCA_XSTATS") or {}).get("lends", 0))
     if rate_bytes is None:
         raise KernelError(f"{ifname}: htb class {CLASS} missing")
 
     def stats(msg: Any) -> tuple[int, int, int]:
-        s = msg.get_attr("TCA_STATS") or {}
-        return int(s.get("drops", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0))
+        s = msg.get_attr("TCA_STATS") or {}  # struct tc_stats: its counter is "drop"
+        return int(s.get("drop", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0))
 
     n_drops, n_qlen, _ = stats(netem)
     h_drops, _, h_sent = stats(htb_root)
@@ -155,4 +164,5 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
         netem_backlog_pkts=n_qlen,
         htb_drops=h_drops,
         sent_pkts=h_sent,
+        sent_skbs=skbs,
     )
