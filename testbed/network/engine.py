@@ -35,6 +35,7 @@ from pyroute2 import IPRoute, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
 from testbed.errors import KernelError, SpecError
+from testbed.network import offload
 from testbed.network import state as state_mod
 from testbed.network import tc
 from testbed.spec import FibreSpec
@@ -163,6 +164,7 @@ class Network:
                 buffer_bytes = max(buffer_bytes, fibre.tcp_buffer_bytes())
         for host in self.topo.hosts(sort=True):
             self._configure_host(host, buffer_bytes)
+        offload.follow(self, ports=True)  # MTU-sized frames at netem if lossy/jittery
 
     def _create_namespace(self, node: str) -> None:
         name = self.namespace(node)
@@ -265,6 +267,7 @@ class Network:
         new = self._fibres[key].replace(**changes)
         self._apply_fibre(*key, new, initial=False)
         self._fibres[key] = new
+        offload.follow(self)
         return new
 
     def read_fibre(self, a: str, b: str) -> tuple[tc.Readback, tc.Readback]:

@@ -1,0 +1,184 @@
+"""Segmentation offloads on the emulated path: a lossy or jittery fibre drops and delays
+MTU-sized frames, not 64 KiB super-packets.
+
+Why. Linux hands its qdiscs whole GSO/TSO packets of up to 64 KiB, and netem drops or
+delays such a packet whole (it segments only a packet it corrupts). With offloads on, a
+configured 0.1 % loss hits one packet in a thousand super-packets of ~35 frames each, so
+TCP sees ~35 times fewer loss events than the fibre's figure says, and a jittered delay
+moves 35 frames at once.
+
+Where segmentation happens decides what the netem of a fibre end sees:
+  * TCP always builds GSO packets (the socket forces NETIF_F_GSO), so switching TSO/GSO
+    off on a device only moves segmentation to that device's transmit, AFTER its qdisc:
+    it helps a netem further along the path, never one on the sender's own device
+    (in `apn`, the storage host's interface IS a fibre end).
+  * A device's gso_max_segs caps the segments TCP puts in one packet, wherever the netem
+    is. The socket caches it when it picks its route, so existing connections (an NFS
+    mount made before the loss was set) see a change only after a route-cache flush.
+  * GRO on a receiving veth (a bridge port) would merge frames again before the next
+    fibre end (veth GRO is off by default on 7.2; we keep it off and read it back).
+
+Measured (UML 7.2.7, one CPU, 2026-12-03; one iperf3 flow for 8 s at 1,000 km, 1 Gbit/s,
+0.1 % loss; frames per packet at the sender-side netem = htb class packets / lends):
+
+    what is changed                         apn srv->w1   apn w1->srv   Mbit/s (srv->w1, w1->srv)
+    nothing (kernel defaults)                   33.7          37.5         469, 670
+    TSO+GSO off on both fibre ends              32.4          12.4         506, 141
+    TSO+GSO off on the sender's interface       40.8           1.00        762,  51
+    gso_max_segs 1 on both fibre ends            1.00         28.5          53, 407
+    gso_max_segs 1 on the sender's interface     1.00          1.00         45,  41
+    sender TSO+GSO off, GRO on at every veth    35.0          33.5         477, 577
+
+(Mathis for this point: 45.6 Mbit/s.) What this module does: gso_max_segs 1 on every host
+interface (the TCP senders) and GRO off on every switch port; checked on `apn` and
+`two-sites` (the storage host one LAN hop from its fibre end) by benchmarks/offload_cost.py.
+
+Cost (same machine, 0 km, one iperf3 flow, guest CPU 100 % busy unless said): with a
+10 Gbit/s rate 5.4-6.6 Gbit/s with offloads vs 1.8-2.4 with one-frame packets; with a
+1 Gbit/s rate 943-951 Mbit/s (guest CPU 29-36 %) vs 559-622 (100 %: htb then waits for
+tokens frame by frame). So one-frame packets are used only while some fibre of the
+network has loss or jitter: follow() is called after the network is built and after
+every live change of a fibre, switches both ways and flushes the hosts' route caches.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from pyroute2 import IPRoute, netns
+from pyroute2.ethtool.ioctl import IoctlEthtool
+from pyroute2.netlink.exceptions import NetlinkError
+
+from testbed.errors import KernelError
+from testbed.spec import FibreSpec
+from testbed.topology import interface_name
+
+if TYPE_CHECKING:
+    from testbed.network.engine import Network
+
+log = logging.getLogger(__name__)
+
+FRAME_SEGS = 1  # gso_max_segs on host interfaces while frames must be MTU-sized
+GRO_FEATURES = ("rx-gro", "rx-gro-list", "rx-udp-gro-forwarding")  # all merge frames
+
+
+@dataclass(frozen=True)
+class Offloads:
+    """One interface's segmentation state as the kernel reports it."""
+
+    gso_max_segs: int  # segments TCP may put in one packet through this interface
+    tso_max_segs: int  # the device's own limit (what gso_max_segs returns to)
+    gro: bool  # any of GRO_FEATURES active
+
+    @property
+    def frames(self) -> bool:
+        """True when TCP packets leaving through this interface are single frames."""
+        return self.gso_max_segs <= FRAME_SEGS
+
+
+def wants_frames(fibres: Iterable[FibreSpec]) -> bool:
+    """True when some fibre drops or jitters packets in either direction."""
+    return any(f.loss_pct > 0 or (f.loss_reverse_pct or 0) > 0 or f.jitter_ms > 0
+               for f in fibres)
+
+
+def _link(ipr: IPRoute, ifname: str) -> object:
+    found = ipr.get_links(ifname=ifname)
+    if not found:
+        raise KernelError(f"interface {ifname} not found")
+    return found[0]
+
+
+def _ethtool(namespace: str, ifname: str) -> IoctlEthtool:
+    """An ethtool ioctl handle whose socket lives in `namespace` (ioctls act there)."""
+    netns.pushns(namespace)
+    try:
+        return IoctlEthtool(ifname)
+    finally:
+        netns.popns()
+
+
+def _gro_active(namespace: str, ifname: str) -> bool:
+    eth = _ethtool(namespace, ifname)
+    try:
+        features = eth.get_features()
+        return any(features[name] for name in GRO_FEATURES if name in features)
+    finally:
+        eth.close()
+
+
+def read(namespace: str, ipr: IPRoute, ifname: str) -> Offloads:
+    """Read `ifname`'s gso_max_segs, its device limit and GRO back from the kernel."""
+    link = _link(ipr, ifname)
+    return Offloads(gso_max_segs=int(link.get_attr("IFLA_GSO_MAX_SEGS")),  # type: ignore[attr-defined]
+                    tso_max_segs=int(link.get_attr("IFLA_TSO_MAX_SEGS")),  # type: ignore[attr-defined]
+                    gro=_gro_active(namespace, ifname))
+
+
+def set_gro_off(namespace: str, ifname: str) -> None:
+    """Switch every GRO flavour off on `ifname` (a switch port) and check it took."""
+    eth = _ethtool(namespace, ifname)
+    try:
+        features = eth.get_features()
+        changed = False
+        for name in GRO_FEATURES:
+            if name in features and features[name]:
+                features[name] = False
+                changed = True
+        if changed:
+            eth.set_features(features)
+    except OSError as exc:
+        raise KernelError(f"ethtool: GRO off on {ifname} in {namespace}: {exc}") from None
+    finally:
+        eth.close()
+    if _gro_active(namespace, ifname):
+        raise KernelError(f"GRO still on at {ifname} in {namespace}")
+
+
+def set_frames(ipr: IPRoute, ifname: str, frames: bool) -> bool:
+    """gso_max_segs 1 (frames) or the device's own limit on a host interface.
+    Returns True when the kernel's value changed."""
+    link = _link(ipr, ifname)
+    want = FRAME_SEGS if frames else int(link.get_attr("IFLA_TSO_MAX_SEGS"))  # type: ignore[attr-defined]
+    if int(link.get_attr("IFLA_GSO_MAX_SEGS")) == want:  # type: ignore[attr-defined]
+        return False
+    try:
+        ipr.link("set", index=link["index"], gso_max_segs=want)  # type: ignore[index]
+    except NetlinkError as exc:
+        raise KernelError(f"gso_max_segs {want} on {ifname}: {exc}") from None
+    got = int(_link(ipr, ifname).get_attr("IFLA_GSO_MAX_SEGS"))  # type: ignore[attr-defined]
+    if got != want:
+        raise KernelError(f"gso_max_segs on {ifname}: asked {want}, kernel has {got}")
+    return True
+
+
+def _interfaces(net: Network) -> Iterable[tuple[str, str]]:
+    """(node, interface) of every link end."""
+    for _, _, info in net.topo.links(sort=True, withInfo=True):
+        yield info["node1"], interface_name(info["node1"], info["port1"])
+        yield info["node2"], interface_name(info["node2"], info["port2"])
+
+
+def follow(net: Network, *, ports: bool = False) -> bool:
+    """Make the running network's packets MTU-sized frames while any of its fibres is lossy
+    or jittery, and let TCP build full-size packets again when none is. `ports=True` also
+    switches GRO off on every switch port (once, when the network is built).
+
+    Returns whether frames are now MTU-sized. Raises KernelError if the kernel refuses."""
+    frames = wants_frames(net.fibre_links().values())
+    changed_hosts = set()
+    for node, ifname in _interfaces(net):
+        if net.topo.isSwitch(node):
+            if ports:
+                set_gro_off(net.namespace(node), ifname)
+        elif set_frames(net.ipr(node), ifname, frames):
+            changed_hosts.add(node)
+    for host in sorted(changed_hosts):
+        # Sockets cache gso_max_segs with their route: make them look the route up again.
+        net.sysctl(host, "net/ipv4/route/flush", "1")
+    if changed_hosts:
+        log.info("%s: %s packets on %d host(s)", net.prefix,
+                 "MTU-sized" if frames else "full-size GSO", len(changed_hosts))
+    return frames
