@@ -18,34 +18,36 @@ Where segmentation happens decides what the netem of a fibre end sees:
   * GRO on a receiving veth (a bridge port) would merge frames again before the next
     fibre end (veth GRO is off by default on 7.2; we keep it off and read it back).
 
-Measured (UML 7.2.7, one CPU, 2026-12-03; one iperf3 flow for 8 s at 1,000 km, 1 Gbit/s,
-0.1 % loss; frames per packet at the sender-side netem = htb class packets / lends):
+Measured (UML 7.2.7, one CPU, 2026-12-03, benchmarks/offload_cost.py; one iperf3 flow
+for 8 s at 1,000 km, 1 Gbit/s, 0.1 % loss; frames per packet at the sender-side netem =
+htb class packets / lends; Mathis for this point 45.8 Mbit/s):
 
-    what is changed                         apn srv->w1   apn w1->srv   Mbit/s (srv->w1, w1->srv)
-    nothing (kernel defaults)                   33.7          37.5         469, 670
-    TSO+GSO off on both fibre ends              32.4          12.4         506, 141
-    TSO+GSO off on the sender's interface       40.8           1.00        762,  51
-    gso_max_segs 1 on both fibre ends            1.00         28.5          53, 407
-    gso_max_segs 1 on the sender's interface     1.00          1.00         45,  41
-    sender TSO+GSO off, GRO on at every veth    35.0          33.5         477, 577
+    flow                  kernel defaults      TSO+GSO off, sender   gso_max_segs 1 (this)
+    apn srv->w1           35.9  (540 Mbit/s)   33.0  (518)           1.00  (38)
+    apn w1->srv           41.1  (727)           1.00  (70)           1.00  (53)
+    two-sites srv->a1     11.1  (123)           1.00  (74)           1.00  (56)
+    two-sites a1->srv     39.5  (728)           1.00  (50)           1.00  (42)
 
-(Mathis for this point: 45.6 Mbit/s.) What this module does: gso_max_segs 1 on every host
-interface (the TCP senders) and GRO off on every switch port; checked on `apn` and
-`two-sites` (the storage host one LAN hop from its fibre end) by benchmarks/offload_cost.py.
+Also measured by hand (apn, same point): TSO+GSO off on both fibre ends 32.4 / 12.4
+frames per packet (srv->w1 / w1->srv); gso_max_segs 1 on both fibre ends 1.00 / 28.5;
+sender TSO+GSO off with GRO on at every veth 35.0 / 33.5. So: gso_max_segs 1 on every
+host interface (the TCP senders), GRO off on every switch port.
 
-Cost (same machine, 0 km, one iperf3 flow, guest CPU 100 % busy unless said): with a
-10 Gbit/s rate 5.4-6.6 Gbit/s with offloads vs 1.8-2.4 with one-frame packets; with a
-1 Gbit/s rate 943-951 Mbit/s (guest CPU 29-36 %) vs 559-622 (100 %: htb then waits for
-tokens frame by frame). So one-frame packets are used only while some fibre of the
-network has loss or jitter: follow() is called after the network is built and after
-every live change of a fibre, switches both ways and flushes the hosts' route caches.
+Cost (same benchmark, 0 km, one flow each way, two repetitions): rate 10 Gbit/s,
+4.6-7.7 Gbit/s with full-size packets vs 1.9-2.6 with single frames (guest CPU 100 % in
+both); rate 1 Gbit/s, 932-947 Mbit/s at 35-41 % guest CPU vs 618-772 Mbit/s at 100 %.
+Single frames cost 2.5-3x the CPU per byte, and the lab kernel cannot carry 1 Gbit/s of
+them, so they are used only while some fibre of the network has loss or jitter: follow()
+runs after the network is built and after every live change of a fibre, switches both
+ways and flushes the hosts' route caches (without the flush a flow started on a lossless
+fibre kept 20 frames per packet after loss was set; with it, 1.08).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from pyroute2 import IPRoute, netns
 from pyroute2.ethtool.ioctl import IoctlEthtool
@@ -117,24 +119,33 @@ def read(namespace: str, ipr: IPRoute, ifname: str) -> Offloads:
                     gro=_gro_active(namespace, ifname))
 
 
-def set_gro_off(namespace: str, ifname: str) -> None:
-    """Switch every GRO flavour off on `ifname` (a switch port) and check it took."""
+def set_features(namespace: str, ifname: str, wanted: Mapping[str, bool]) -> None:
+    """Switch ethtool features (by their kernel names, e.g. "rx-gro") of `ifname` in
+    `namespace` and check the kernel took them. Raises KernelError otherwise."""
     eth = _ethtool(namespace, ifname)
     try:
         features = eth.get_features()
         changed = False
-        for name in GRO_FEATURES:
-            if name in features and features[name]:
-                features[name] = False
+        for name, on in wanted.items():
+            if name in features and bool(features[name]) != on:
+                features[name] = on
                 changed = True
         if changed:
             eth.set_features(features)
+        got = eth.get_features()
     except OSError as exc:
-        raise KernelError(f"ethtool: GRO off on {ifname} in {namespace}: {exc}") from None
+        raise KernelError(f"ethtool features {dict(wanted)} on {ifname} in {namespace}: "
+                          f"{exc}") from None
     finally:
         eth.close()
-    if _gro_active(namespace, ifname):
-        raise KernelError(f"GRO still on at {ifname} in {namespace}")
+    wrong = [name for name, on in wanted.items() if name in got and bool(got[name]) != on]
+    if wrong:
+        raise KernelError(f"ethtool: {', '.join(wrong)} not switched on {ifname} in {namespace}")
+
+
+def set_gro_off(namespace: str, ifname: str) -> None:
+    """Switch every GRO flavour off on `ifname` (a switch port)."""
+    set_features(namespace, ifname, {name: False for name in GRO_FEATURES})
 
 
 def set_frames(ipr: IPRoute, ifname: str, frames: bool) -> bool:
@@ -161,13 +172,15 @@ def _interfaces(net: Network) -> Iterable[tuple[str, str]]:
         yield info["node2"], interface_name(info["node2"], info["port2"])
 
 
-def follow(net: Network, *, ports: bool = False) -> bool:
+def follow(net: Network, *, ports: bool = False, frames: bool | None = None) -> bool:
     """Make the running network's packets MTU-sized frames while any of its fibres is lossy
     or jittery, and let TCP build full-size packets again when none is. `ports=True` also
-    switches GRO off on every switch port (once, when the network is built).
+    switches GRO off on every switch port (once, when the network is built); `frames`
+    forces one setting (benchmarks compare both).
 
     Returns whether frames are now MTU-sized. Raises KernelError if the kernel refuses."""
-    frames = wants_frames(net.fibre_links().values())
+    if frames is None:
+        frames = wants_frames(net.fibre_links().values())
     changed_hosts = set()
     for node, ifname in _interfaces(net):
         if net.topo.isSwitch(node):
