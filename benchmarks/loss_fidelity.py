@@ -97,9 +97,10 @@ def main() -> int:
         print(f"loss fidelity: one TCP flow srv -> w1 (iperf3), apn, rate {RATE}, MTU {mtu} "
               f"(MSS {tcp_model.mss_bytes(mtu)}), cc {cc}, loss on both directions")
         print(f"model: {tcp_model.MODELS.get(cc, '?')} at the configured RTT")
-        print(f"{'km':>5} {'RTT ms':>7} {'loss %':>6} {'s':>4} {'events':>6} {'wire loss %':>11} "
-              f"{'srtt ms':>7} {'cpu %':>5} {'retr':>6} {'tlp':>4} {'rto':>3} {'Mbit/s':>8} {'95% CI':>13} "
-              f"{'model':>8} {'region':>12} {'ratio':>6}  note")
+        print(f"{'km':>5} {'RTT ms':>7} {'loss %':>6} {'s':>4} {'events':>6} "
+              f"{'wire loss %':>11} {'srtt ms':>7} {'cpu %':>5} {'retr':>6} {'tlp':>4} "
+              f"{'rto':>3} {'Mbit/s':>8} {'95% CI':>13} {'model':>8} {'region':>12} "
+              f"{'ratio':>6}  note")
         ratios: list[float] = []
         excluded: list[str] = []
         for km in args.distances:
@@ -136,7 +137,8 @@ def main() -> int:
                     excluded.append(f"{km:g} km {loss:g} %")
                 lo, hi = flow.interval_ci95()
                 print(f"{km:>5g} {spec.rtt_ms:>7.3f} {loss:>6g} {secs:>4.0f} {drops:>6} "
-                      f"{wire:>11.4f} {flow.mean_rtt_ms:>7.2f} {cpu:>5.0f} {flow.retransmits:>6} {tlp:>4} {rto:>3} "
+                      f"{wire:>11.4f} {flow.mean_rtt_ms:>7.2f} {cpu:>5.0f} "
+                      f"{flow.retransmits:>6} {tlp:>4} {rto:>3} "
                       f"{flow.mbit:>8.1f} {lo:>6.1f}-{hi:<6.1f} {pred.mbit:>8.1f} "
                       f"{pred.region:>12} {ratio:>6.2f}  {note}", flush=True)
         inside = sum(GOAL[0] <= r <= GOAL[1] for r in ratios)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from pyroute2 import IPRoute, netns
 from pyroute2.ethtool.ioctl import IoctlEthtool
@@ -86,7 +86,7 @@ def wants_frames(fibres: Iterable[FibreSpec]) -> bool:
                for f in fibres)
 
 
-def _link(ipr: IPRoute, ifname: str) -> object:
+def _link(ipr: IPRoute, ifname: str) -> Any:
     found = ipr.get_links(ifname=ifname)
     if not found:
         raise KernelError(f"interface {ifname} not found")
@@ -114,8 +114,8 @@ def _gro_active(namespace: str, ifname: str) -> bool:
 def read(namespace: str, ipr: IPRoute, ifname: str) -> Offloads:
     """Read `ifname`'s gso_max_segs, its device limit and GRO back from the kernel."""
     link = _link(ipr, ifname)
-    return Offloads(gso_max_segs=int(link.get_attr("IFLA_GSO_MAX_SEGS")),  # type: ignore[attr-defined]
-                    tso_max_segs=int(link.get_attr("IFLA_TSO_MAX_SEGS")),  # type: ignore[attr-defined]
+    return Offloads(gso_max_segs=int(link.get_attr("IFLA_GSO_MAX_SEGS")),
+                    tso_max_segs=int(link.get_attr("IFLA_TSO_MAX_SEGS")),
                     gro=_gro_active(namespace, ifname))
 
 
@@ -152,14 +152,14 @@ def set_frames(ipr: IPRoute, ifname: str, frames: bool) -> bool:
     """gso_max_segs 1 (frames) or the device's own limit on a host interface.
     Returns True when the kernel's value changed."""
     link = _link(ipr, ifname)
-    want = FRAME_SEGS if frames else int(link.get_attr("IFLA_TSO_MAX_SEGS"))  # type: ignore[attr-defined]
-    if int(link.get_attr("IFLA_GSO_MAX_SEGS")) == want:  # type: ignore[attr-defined]
+    want = FRAME_SEGS if frames else int(link.get_attr("IFLA_TSO_MAX_SEGS"))
+    if int(link.get_attr("IFLA_GSO_MAX_SEGS")) == want:
         return False
     try:
-        ipr.link("set", index=link["index"], gso_max_segs=want)  # type: ignore[index]
+        ipr.link("set", index=link["index"], gso_max_segs=want)
     except NetlinkError as exc:
         raise KernelError(f"gso_max_segs {want} on {ifname}: {exc}") from None
-    got = int(_link(ipr, ifname).get_attr("IFLA_GSO_MAX_SEGS"))  # type: ignore[attr-defined]
+    got = int(_link(ipr, ifname).get_attr("IFLA_GSO_MAX_SEGS"))
     if got != want:
         raise KernelError(f"gso_max_segs on {ifname}: asked {want}, kernel has {got}")
     return True
