@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed import topology  # noqa: E402
 from testbed.network.engine import Network  # noqa: E402
-from testbed.results import window_bound_MB_s  # noqa: E402
+from testbed.model import Path as ModelPath  # noqa: E402
+from testbed.model import Reading, predict  # noqa: E402
 from testbed.services.nfs import NfsMount, NfsServer  # noqa: E402
 from testbed.spec import MountSpec, NfsServerSpec, parse_rate  # noqa: E402
 
@@ -35,6 +36,7 @@ DISTANCES = (0, 60, 3000)
 
 
 def cold_read(path: Path, bs: int) -> float:
+    """Seconds to read `path` once, page cache dropped first, in bs-byte reads."""
     Path("/proc/sys/vm/drop_caches").write_text("3")
     buf = bytearray(bs)
     t0 = time.monotonic()
@@ -45,6 +47,7 @@ def cold_read(path: Path, bs: int) -> float:
 
 
 def main() -> None:
+    """Read the file at each distance with each mount and print MB/s against the bound."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=256, help="file size (default 256 MiB)")
     ap.add_argument("--rate", default="1gbit", help="fibre rate (default 1gbit)")
@@ -76,9 +79,10 @@ def main() -> None:
                     seconds = cold_read(m.path / "big.bin", args.bs << 10)
                 rate = size / 1e6 / seconds
                 mbs[(km, name)] = rate
-                bound = min(link_MB_s, window_bound_MB_s(
-                    1, int(opts["rsize"]), int(opts["read_ahead_kb"]), size, spec.rtt_ms,
-                    args.bs << 10))
+                bound = predict(
+                    ModelPath(spec.rtt_ms / 1000.0, link_MB_s * 1e6, buffer_bytes=1 << 30),
+                    Reading(1, size, args.bs << 10, int(opts["rsize"]),
+                            int(opts["read_ahead_kb"]) << 10), float("inf")).predicted / 1e6
                 print(f"{km:>5} {spec.rtt_ms:>7.2f} {name:>8} {rate:>7.1f} {bound:>10.1f} "
                       f"{rate / bound:>8.2f}", flush=True)
         for km in DISTANCES:

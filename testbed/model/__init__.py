@@ -2,8 +2,8 @@
 prediction (bounds), Linux's read-ahead (readahead) and the readers' event simulation
 (sim). Pure functions, no I/O."""
 
-from testbed.model.bounds import (LABELS, Bounds, Path, Reading, cubic_Bps, fibre_Bps,
-                                  loss_Bps, mathis_Bps, predict, window_Bps)
+from testbed.model.bounds import (LABELS, Bounds, Path, Reading, fibre_Bps, loss_Bps,
+                                  predict, window_Bps)
 
-__all__ = ["LABELS", "Bounds", "Path", "Reading", "cubic_Bps", "fibre_Bps", "loss_Bps",
-           "mathis_Bps", "predict", "window_Bps"]
+__all__ = ["LABELS", "Bounds", "Path", "Reading", "fibre_Bps", "loss_Bps", "predict",
+           "window_Bps"]

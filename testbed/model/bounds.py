@@ -7,8 +7,8 @@ Per worker, every bound is a read rate (bytes/s):
   fibre    the line rate's fair share (every span on the path divided among the workers
            crossing it), times the payload share of a frame (MSS / (MTU + 14))
   window   the TCP buffers: nconnect x (tcp_rmem max / 2) / RTT
-  loss     the TCP response to random loss per connection (Mathis for Reno, RFC 8312's
-           CUBIC response for cubic), times nconnect
+  loss     the TCP response to random loss per connection (testbed.tcp_model: Mathis for
+           reno, RFC 8312's response function for cubic), times nconnect
   latency  per-file and per-request round trips times the loader's depth: an event
            simulation (model.sim) of `readers` readers, each opening a file (one round
            trip) and reading it in read_kib requests through Linux's on-demand read-ahead
@@ -25,11 +25,10 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
+from testbed import tcp_model
+
 PAGE = 4096
 ETH_HEADER = 14
-TCP_IP_HEADERS = 52
-MATHIS_C = math.sqrt(1.5)  # ~1.22
-CUBIC_C, CUBIC_BETA = 0.4, 0.7
 LABELS = ("compute", "fibre", "window", "loss", "latency", "emulator")
 
 
@@ -49,7 +48,7 @@ class Path:
     @property
     def mss(self) -> int:
         """TCP payload per packet (timestamps on)."""
-        return self.mtu - TCP_IP_HEADERS
+        return tcp_model.mss_bytes(self.mtu)
 
 
 @dataclass(frozen=True)
@@ -103,30 +102,14 @@ class Bounds:
         return 100.0 * min(1.0, self.predicted / self.compute) if self.compute > 0 else 100.0
 
 
-def mathis_Bps(path: Path) -> float:
-    """Mathis et al. (1997): one Reno flow moves at most MSS/RTT x C/sqrt(p)."""
-    if path.loss <= 0 or path.rtt_s <= 0:
-        return math.inf
-    return path.mss / path.rtt_s * MATHIS_C / math.sqrt(path.loss)
-
-
-def cubic_Bps(path: Path) -> float:
-    """RFC 8312 section 5.1: CUBIC's average window (C(3+b)/(4(1-b)))^(1/4) x
-    RTT^(3/4) / p^(3/4) segments (RTT in seconds), or its TCP-friendly estimate (the
-    same as Reno's, 1.22/sqrt(p)) where that is larger; x MSS / RTT."""
-    if path.loss <= 0 or path.rtt_s <= 0:
-        return math.inf
-    p, rtt = path.loss, path.rtt_s
-    w_cubic = (CUBIC_C * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25 * \
-        rtt ** 0.75 / p ** 0.75
-    w_reno = MATHIS_C / math.sqrt(p)
-    return max(w_cubic, w_reno) * path.mss / rtt
-
-
 def loss_Bps(path: Path) -> float:
-    """The loss bound of the path's connections under its congestion control."""
-    one = cubic_Bps(path) if path.cc == "cubic" else mathis_Bps(path)
-    return one * path.connections
+    """The loss bound of the path's connections: tcp_model's response function of the
+    path's congestion control (Mathis for reno; RFC 8312's for cubic), x nconnect."""
+    if path.loss <= 0 or path.rtt_s <= 0:
+        return math.inf
+    cc = path.cc if path.cc in tcp_model.MODELS else "reno"
+    one = tcp_model.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0)
+    return one.MB_s * 1e6 * path.connections
 
 
 def window_Bps(path: Path) -> float:

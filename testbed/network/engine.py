@@ -34,6 +34,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from testbed import launch
 from testbed.errors import KernelError, ServiceError, SpecError
+from testbed.network import offload
 from testbed.network import state as state_mod
 from testbed.network import tc
 from testbed.network.namespace import (NETNS_DIR, create_namespace, in_namespace,
@@ -188,6 +189,7 @@ class Network:
         for host in self.topo.hosts(sort=True):
             self._configure_host(host)
         self._size_buffers()
+        offload.follow(self, ports=True)  # MTU-sized frames at netem if lossy/jittery
 
     def _create_namespace(self, node: str) -> None:
         name = self.namespace(node)
@@ -283,6 +285,7 @@ class Network:
         if spec != self._fibres[key]:
             self._apply_fibre(*key, spec, initial=False)
             self._fibres[key] = spec
+            offload.follow(self)
         self._size_buffers()
         return spec
 
@@ -311,6 +314,7 @@ class Network:
         self._apply_fibre(*key, new, initial=False)
         self._fibres[key] = new
         self._size_buffers()
+        offload.follow(self)
         return new
 
     def read_fibre(self, a: str, b: str) -> tuple[tc.Readback, tc.Readback]:

@@ -109,9 +109,15 @@ class Readback:
     netem_drops: int
     netem_backlog_pkts: int
     htb_drops: int
-    sent_pkts: int
+    sent_pkts: int  # frames (a GSO packet counts as its segments)
+    sent_skbs: int = 0  # packets as netem handled them (a GSO packet counts once)
     sent_bytes: int = 0
     htb_overlimits: int = 0
+
+    @property
+    def frames_per_packet(self) -> float:
+        """Mean frames per packet netem saw: 1.0 when it drops and delays single frames."""
+        return self.sent_pkts / self.sent_skbs if self.sent_skbs else float("nan")
 
 
 def _ticks_to_ms(ticks: int) -> float:
@@ -133,17 +139,20 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
         raise KernelError(f"{ifname}: no htb+netem tree installed")
     opts = netem.get_attr("TCA_OPTIONS")
     rate_bytes = None
+    skbs = 0
     for c in ipr.get_classes(index=index):
         if c.get_attr("TCA_KIND") != "htb" or c["handle"] != 0x10001:
             continue
         copts = c.get_attr("TCA_OPTIONS")
         rate_bytes = copts.get_attr("TCA_HTB_RATE64") or copts.get_attr("TCA_HTB_PARMS")["rate"]
+        # htb counts one "lend" per packet its only class sends (GSO packets once).
+        skbs = int((c.get_attr("TCA_XSTATS") or {}).get("lends", 0))
     if rate_bytes is None:
         raise KernelError(f"{ifname}: htb class {CLASS} missing")
 
     def stats(msg: Any) -> tuple[int, int, int, int, int]:
-        s = msg.get_attr("TCA_STATS") or {}
-        return (int(s.get("drops", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0)),
+        s = msg.get_attr("TCA_STATS") or {}  # struct tc_stats: its counter is "drop"
+        return (int(s.get("drop", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0)),
                 int(s.get("bytes", 0)), int(s.get("overlimits", 0)))
 
     n_drops, n_qlen, _, _, _ = stats(netem)
@@ -158,6 +167,7 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
         netem_backlog_pkts=n_qlen,
         htb_drops=h_drops,
         sent_pkts=h_sent,
+        sent_skbs=skbs,
         sent_bytes=h_bytes,
         htb_overlimits=h_over,
     )

@@ -7,12 +7,26 @@ and reordering of the forward direction) while the destination kernel answers it
 times are the kernels' own (SO_TIMESTAMPNS), and every namespace shares one clock, so the
 one-way delay needs no clock sync. No listener process is needed at either end.
 
+Send times are the kernel's too: the time each probe left the source's interface
+(SO_TIMESTAMPING, software TX stamps read from the socket's error queue), so neither
+Python nor the sendto() system call counts as path delay (in the user-mode-Linux lab
+kernel the probe left its interface 70-100 us after Python took its time; measured
+2026-12-03). A probe without a kernel stamp falls back to the time taken just before
+sendto(), and the report says how many.
+
+The lab's own hiccups are measured, not hidden: the sender sends one probe per interval,
+so a gap between two sends longer than the interval by more than STALL_MS shows a time
+the kernel running the probe did not run it (a busy guest, or the host not scheduling the
+lab kernel). Replies in flight during such a gap are counted, and the RTT is also given
+without them.
+
     report = probe(src_ns, dst_ns, dst_ip, count=1000, interval_s=0.001)
     print(report.render())
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import socket
@@ -34,9 +48,14 @@ from testbed.network.measure import (SO_TIMESTAMPNS, big_receive_buffer, binomia
 PAYLOAD = struct.Struct("!IQ")  # sequence number, send time (ns, CLOCK_REALTIME)
 ECHO_REQUEST, ECHO_REPLY = 8, 0
 MAX_COUNT = 1_000_000
+STALL_MS = 1.0  # a send gap this much past the interval: the probe's kernel did not run
 
 
 SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
+SO_TIMESTAMPING = getattr(socket, "SO_TIMESTAMPING", 37)
+TX_STAMPS = (1 << 1) | (1 << 4)  # SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE
+ETH_HLEN, ETH_P_IP = 14, 0x0800
+POLL_S = 0.02  # how often the receiving threads read their sockets (16 MiB buffers)
 
 
 def _icmp_socket(namespace: str) -> socket.socket:
@@ -54,23 +73,53 @@ class _Inbox:
     receiving threads keep up with the sender."""
     packets: list[tuple[bytes, int]] = field(default_factory=list)
     socket_drops: int = 0
+    sent: list[tuple[bytes, int]] = field(default_factory=list)  # TX stamps (error queue)
 
 
-def _receive(sock: socket.socket, stop: threading.Event, inbox: _Inbox) -> None:
-    """Read until `stop` is set and the socket is empty."""
+def _drain_tx_stamps(sock: socket.socket, inbox: _Inbox) -> None:
+    """Move the kernel's TX timestamps waiting in the socket's error queue to the inbox."""
     while True:
         try:
-            data, anc, _flags, _addr = sock.recvmsg(2048, 128)
-        except TimeoutError:
-            if stop.is_set():
-                return
-            continue
+            data, anc, _flags, _addr = sock.recvmsg(2048, 512,
+                                                    socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
         except OSError:
             return
         for level, kind, value in anc:
-            if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL:
-                inbox.socket_drops = struct.unpack("I", value[:4])[0]
-        inbox.packets.append((data, kernel_time_ns(anc)))
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(value) >= 16:
+                sec, nsec = struct.unpack("qq", value[:16])  # [0]: the software stamp
+                if sec or nsec:
+                    inbox.sent.append((data, sec * 1_000_000_000 + nsec))
+
+
+def _receive(sock: socket.socket, stop: threading.Event, inbox: _Inbox,
+             tx_stamps: bool = False) -> None:
+    """Every POLL_S, read all the socket holds (and its error queue, if `tx_stamps`: the
+    kernel's send times of our probes), until `stop` is set and the socket is empty.
+
+    The kernel stamped each packet when it arrived, so reading late changes no figure;
+    reading in batches, instead of waking per packet, keeps the probe's own CPU use low
+    in the one-CPU lab kernel, where every system call and thread wake-up is expensive."""
+    sock.setblocking(False)
+    while True:
+        done = stop.is_set()
+        while True:
+            try:
+                data, anc, _flags, _addr = sock.recvmsg(2048, 128)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                return
+            for level, kind, value in anc:
+                if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL:
+                    inbox.socket_drops = struct.unpack("I", value[:4])[0]
+            inbox.packets.append((data, kernel_time_ns(anc)))
+        if tx_stamps:
+            _drain_tx_stamps(sock, inbox)
+        if done:
+            return
+        stop.wait(POLL_S)
 
 
 def _ours(inbox: _Inbox, ident: int, icmp_type: int) -> list[tuple[int, int, int]]:
@@ -85,6 +134,40 @@ def _ours(inbox: _Inbox, ident: int, icmp_type: int) -> list[tuple[int, int, int
             seq, sent_ns = PAYLOAD.unpack_from(load)
             out.append((seq, sent_ns, rx_ns))
     return out
+
+
+def _tx_times(stamps: list[tuple[bytes, int]], ident: int) -> dict[int, int]:
+    """seq -> the earliest kernel TX stamp of our echo request with that sequence number.
+    The looped-back frame starts at its Ethernet header; a probe is stamped again by every
+    device that transmits it on its way (the fibre end after netem), hence the earliest."""
+    out: dict[int, int] = {}
+    for data, ns in stamps:
+        ip = ETH_HLEN if len(data) > ETH_HLEN and \
+            struct.unpack_from("!H", data, 12)[0] == ETH_P_IP else 0
+        if len(data) < ip + 20 or data[ip] >> 4 != 4:
+            continue
+        at = ip + (data[ip] & 0x0F) * 4
+        if len(data) < at + 8 + PAYLOAD.size:
+            continue
+        icmp_type, _code, _sum, icmp_id = struct.unpack_from("!BBHH", data, at)
+        if icmp_type != ECHO_REQUEST or icmp_id != ident:
+            continue
+        seq = PAYLOAD.unpack_from(data, at + 8)[0]
+        out[seq] = min(ns, out.get(seq, ns))
+    return out
+
+
+def _stalls(interval_ns: int, actual_ns: list[int],
+            threshold_ns: int) -> tuple[list[float], list[tuple[int, int]]]:
+    """How late each send came after the one before it (ms past the interval), and the
+    windows (ns) in which the sender did not run for more than threshold_ns past it."""
+    late_ms, windows = [], []
+    for before, actual in zip(actual_ns, actual_ns[1:]):
+        late = actual - before - interval_ns
+        late_ms.append(max(0, late) / 1e6)
+        if late > threshold_ns:
+            windows.append((before + interval_ns, actual))
+    return late_ms, windows
 
 
 def _rtt_s(packet: tuple[bytes, int]) -> float:
@@ -128,6 +211,10 @@ class ProbeReport:
     reordered: int = 0
     duplicates: int = 0
     socket_drops: int = 0  # probes our own sockets dropped (the figures are then unsound)
+    kernel_sent: int = 0  # probes whose send time is the kernel's TX stamp
+    pacing_late_ms: list[float] = field(default_factory=list)  # send gaps past the interval
+    stalled: int = 0  # replies in flight while the sender was late by > STALL_MS
+    rtt_clear_ms: list[float] = field(default_factory=list)  # RTTs of the other replies
 
     @property
     def loss(self) -> float:
@@ -164,6 +251,19 @@ class ProbeReport:
     def one_way_median_ms(self) -> float:
         return statistics.median(self.one_way_ms) if self.one_way_ms else math.nan
 
+    @property
+    def rtt_mean_ms(self) -> float:
+        return statistics.fmean(self.rtt_ms) if self.rtt_ms else math.nan
+
+    @property
+    def stalls(self) -> int:
+        """Send gaps longer than the interval + STALL_MS: times the sender did not run."""
+        return sum(x > STALL_MS for x in self.pacing_late_ms)
+
+    def clear(self, q: float) -> float:
+        """RTT quantile over the replies not in flight during a stall."""
+        return _percentile(self.rtt_clear_ms, q) if self.rtt_clear_ms else math.nan
+
     def as_dict(self) -> dict[str, float | int | str]:
         lo, hi = self.loss_ci()
         return {
@@ -174,8 +274,30 @@ class ProbeReport:
             "loss_ci95_lo_pct": 100 * lo, "loss_ci95_hi_pct": 100 * hi,
             "round_trip_loss_pct": 100 * self.round_trip_loss,
             "reordered_pct": 100 * self.reorder_fraction, "duplicates": self.duplicates,
-            "socket_drops": self.socket_drops,
+            "socket_drops": self.socket_drops, "rtt_mean_ms": self.rtt_mean_ms,
+            "kernel_send_times": self.kernel_sent, "stalls": self.stalls,
+            "stalled_replies": self.stalled,
+            "pacing_late_median_ms": (statistics.median(self.pacing_late_ms)
+                                      if self.pacing_late_ms else math.nan),
+            "pacing_late_max_ms": max(self.pacing_late_ms, default=math.nan),
+            "rtt_clear_median_ms": self.clear(0.5), "rtt_clear_p99_ms": self.clear(0.99),
         }
+
+    def _lab_lines(self) -> list[str]:
+        lines = [f"  send times    the kernel's (leaving {self.src}) for {self.kernel_sent} of "
+                 f"{self.sent} probes" + ("" if self.kernel_sent == self.sent else
+                                          "; the others: taken before sendto()")]
+        if self.pacing_late_ms:
+            late = self.pacing_late_ms
+            lines.append(f"  lab timing    sends came late by median "
+                         f"{statistics.median(late):.3f} ms, p99 {_percentile(late, 0.99):.3f}, "
+                         f"max {max(late):.3f}; {self.stalls} stalls > {STALL_MS:g} ms "
+                         f"(the lab kernel did not run: host CPU or a busy guest)")
+        if self.stalled:
+            lines.append(f"  RTT ms        {self.stalled} replies were in flight during a stall; "
+                         f"without them: median {self.clear(0.5):.3f}  p99 "
+                         f"{self.clear(0.99):.3f}")
+        return lines
 
     def render(self) -> str:
         lo, hi = self.loss_ci()
@@ -183,14 +305,15 @@ class ProbeReport:
             f"probe {self.src} -> {self.dst}: {self.sent} ICMP probes every "
             f"{self.interval_s * 1000:g} ms",
             f"  RTT ms        min {self.rtt_min_ms:.3f}  median {self.rtt_median_ms:.3f}  "
-            f"p99 {self.rtt_p99_ms:.3f}   ({self.returned} replies)",
+            f"mean {self.rtt_mean_ms:.3f}  p99 {self.rtt_p99_ms:.3f}   ({self.returned} replies)",
             f"  one-way ms    median {self.one_way_median_ms:.3f}  ({self.src} -> {self.dst})",
             f"  one-way loss  {100 * self.loss:.3f} %  (95 % CI {100 * lo:.3f} - "
             f"{100 * hi:.3f} %; {self.sent - self.arrived} of {self.sent})",
             f"  reordered     {100 * self.reorder_fraction:.3f} %  ({self.reordered} arrived "
             f"after a later probe; {self.duplicates} duplicates)",
-        ] + ([f"  WARNING: our sockets dropped {self.socket_drops} probes; loss is overstated"]
-             if self.socket_drops else []))
+        ] + self._lab_lines() + (
+            [f"  WARNING: our sockets dropped {self.socket_drops} probes; loss is overstated"]
+            if self.socket_drops else []))
 
 
 def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
@@ -206,17 +329,20 @@ def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
         raise SpecError(f"payload: must be {PAYLOAD.size}..1400 bytes, got {payload_bytes}")
     ident = (os.getpid() ^ threading.get_ident()) & 0xFFFF
     tx = _icmp_socket(src_ns)
+    tx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_STAMPS)
     rx = _icmp_socket(dst_ns)
     stop = threading.Event()
     replies, arrivals = _Inbox(), _Inbox()
-    threads = [threading.Thread(target=_receive, args=(sock, stop, box), daemon=True)
-               for sock, box in ((tx, replies), (rx, arrivals))]
+    threads = [threading.Thread(target=_receive, args=(sock, stop, box, tx_stamps),
+                                daemon=True)
+               for sock, box, tx_stamps in ((tx, replies, True), (rx, arrivals, False))]
     for t in threads:
         t.start()
     # scapy builds the probe once; each send patches in its sequence number and send time
     # and recomputes the checksum, so the timestamp is taken microseconds before sendto().
     template = bytes(ICMP(type=ECHO_REQUEST, id=ident, seq=0, chksum=0)
                      / Raw(b"\0" * payload_bytes))
+    sent_at: list[int] = []
     try:
         start = time.perf_counter()
         for seq in range(count):
@@ -225,7 +351,9 @@ def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
                 time.sleep(delay)
             buf = bytearray(template)
             struct.pack_into("!H", buf, 6, seq & 0xFFFF)
-            PAYLOAD.pack_into(buf, 8, seq, time.time_ns())
+            now_ns = time.time_ns()
+            sent_at.append(now_ns)
+            PAYLOAD.pack_into(buf, 8, seq, now_ns)
             struct.pack_into("!H", buf, 2, checksum(bytes(buf)))
             tx.sendto(buf, (dst_ip, 0))
         last_send = time.monotonic()
@@ -241,18 +369,30 @@ def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
         stop.set()
         for t in threads:  # each drains its socket first
             t.join(timeout=30)
+        _drain_tx_stamps(tx, replies)
         tx.close()
         rx.close()
+    late_ms, windows = _stalls(int(interval_s * 1e9), sent_at, int(STALL_MS * 1e6))
     rep = _report(src or src_ns, dst or dst_ns, count, interval_s,
-                  _ours(replies, ident, ECHO_REPLY), _ours(arrivals, ident, ECHO_REQUEST))
+                  _ours(replies, ident, ECHO_REPLY), _ours(arrivals, ident, ECHO_REQUEST),
+                  kernel_sent_ns=_tx_times(replies.sent, ident), stalls=windows)
+    rep.pacing_late_ms = late_ms
     rep.socket_drops = replies.socket_drops + arrivals.socket_drops
     return rep
 
 
 def _report(src: str, dst: str, sent: int, interval_s: float,
             replies: list[tuple[int, int, int]],
-            arrivals: list[tuple[int, int, int]]) -> ProbeReport:
-    rep = ProbeReport(src, dst, sent, interval_s)
+            arrivals: list[tuple[int, int, int]],
+            kernel_sent_ns: dict[int, int] | None = None,
+            stalls: list[tuple[int, int]] | None = None) -> ProbeReport:
+    """Tally replies and arrivals (seq, sent_ns, received_ns); a kernel TX stamp in
+    kernel_sent_ns replaces the send time the probe carried; replies whose flight overlaps
+    a stall window (start_ns, end_ns) are left out of rtt_clear_ms."""
+    kernel_sent_ns = kernel_sent_ns or {}
+    stalls = sorted(stalls or [])  # disjoint windows: their ends are sorted too
+    ends = [b for _, b in stalls]
+    rep = ProbeReport(src, dst, sent, interval_s, kernel_sent=len(kernel_sent_ns))
     seen: set[int] = set()
     highest = -1
     for seq, sent_ns, rx_ns in arrivals:  # in arrival order
@@ -263,12 +403,19 @@ def _report(src: str, dst: str, sent: int, interval_s: float,
         if seq < highest:
             rep.reordered += 1
         highest = max(highest, seq)
-        rep.one_way_ms.append((rx_ns - sent_ns) / 1e6)
+        rep.one_way_ms.append((rx_ns - kernel_sent_ns.get(seq, sent_ns)) / 1e6)
     rep.arrived = len(seen)
     back: set[int] = set()
     for seq, sent_ns, rx_ns in replies:
         if seq not in back:
             back.add(seq)
-            rep.rtt_ms.append((rx_ns - sent_ns) / 1e6)
+            sent_ns = kernel_sent_ns.get(seq, sent_ns)
+            rtt = (rx_ns - sent_ns) / 1e6
+            rep.rtt_ms.append(rtt)
+            k = bisect.bisect_right(ends, sent_ns)  # the first stall ending after the send
+            if k < len(stalls) and stalls[k][0] < rx_ns:
+                rep.stalled += 1
+            else:
+                rep.rtt_clear_ms.append(rtt)
     rep.returned = len(back)
     return rep

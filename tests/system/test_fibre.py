@@ -2,8 +2,9 @@
 crash cleanup and scale.
 
 Tolerances hold in the user-mode-Linux lab kernel (one CPU, measured 2026-12):
-  RTT      scapy probes: min within [configured, +0.5] ms, median within +1.5 ms, one-way
-           within [half, +1.0] ms; median TCP handshake within [configured - 0.05, +1.5] ms
+  RTT      scapy probes (kernel send and receive times): min within [configured, +0.5] ms,
+           median within +0.5 ms (measured +0.003 to +0.16, 2026-12-03), one-way within
+           [half, +1.0] ms; median TCP handshake within [configured - 0.05, +1.5] ms
   loss     the configured rate lies in the 99.9 % Wilson interval of 3,000 probes, each way
   rate     one TCP flow within +-10 % of a 200 Mbit/s shaped rate at 29.4 ms RTT
 """
@@ -47,8 +48,9 @@ def test_rtt_follows_distance(make_net, distance_km):
     configured = topology.path_fibre(net.topo, "w1")[0].rtt_ms
     rep = probe(net, count=500)
     assert rep.returned == 500 and rep.socket_drops == 0, rep.render()
+    assert rep.kernel_sent == 500, rep.render()  # send times are the kernel's, not Python's
     assert configured <= rep.rtt_min_ms <= configured + 0.5, rep.render()
-    assert rep.rtt_median_ms <= configured + 1.5, rep.render()
+    assert rep.rtt_median_ms <= configured + 0.5, rep.render()
     assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + 1.0, rep.render()
     assert rep.reordered == 0 and rep.duplicates == 0, rep.render()
     tcp = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),

@@ -165,13 +165,6 @@ def test_dlio_summary_keys_and_expectation():
     assert m["train_io_mean_MB_per_second"] == 90.0
 
 
-def test_mathis_bound():
-    assert math.isinf(results.mathis_MB_s(29.4, 0.0))
-    one = results.mathis_MB_s(29.4, 1.0)
-    assert one == pytest.approx(1448 / 0.0294 * 1.22 / 0.1 / 1e6)
-    assert results.mathis_MB_s(29.4, 1.0, connections=4) == pytest.approx(4 * one)
-
-
 def test_shipped_experiments_load():
     files = sorted((REPO / "experiments").glob("*.toml"))
     assert len(files) >= 7

@@ -34,3 +34,46 @@ def test_p99_and_socket_drop_warning():
 def test_bad_arguments_are_one_line_errors(kwargs):
     with pytest.raises(SpecError):
         probe.probe("ns-a", "ns-b", "10.0.0.1", **kwargs)
+
+
+def _echo_frame(ident, seq, payload=56, ethernet=True):
+    """An echo request as the kernel loops it back with a TX stamp (Ethernet first)."""
+    import struct
+    icmp = struct.pack("!BBHHH", 8, 0, 0, ident, seq & 0xFFFF) + probe.PAYLOAD.pack(seq, 0) \
+        + b"\0" * (payload - probe.PAYLOAD.size)
+    ip = bytes([0x45, 0]) + struct.pack("!H", 20 + len(icmp)) + b"\0" * 16
+    eth = b"\xaa" * 12 + struct.pack("!H", 0x0800) if ethernet else b""
+    return eth + ip + icmp
+
+
+def test_kernel_send_times_take_the_first_stamp_of_our_probes():
+    stamps = [(_echo_frame(7, 0), 1_000), (_echo_frame(7, 0), 5_000),  # stamped again later
+              (_echo_frame(7, 1, ethernet=False), 2_000),
+              (_echo_frame(8, 2), 3_000),  # someone else's probe
+              (b"\x00" * 10, 4_000)]  # garbage
+    assert probe._tx_times(stamps, 7) == {0: 1_000, 1: 2_000}
+
+
+def test_kernel_send_times_replace_carried_ones_and_stalls_are_set_apart():
+    ms = 1_000_000
+    arrivals = [(s, s * ms, s * ms + 5 * ms) for s in range(4)]
+    # replies: RTT 10 ms by the carried send time, the kernel sent each 0.1 ms later
+    replies = [(s, s * ms, s * ms + 10 * ms) for s in range(4)]
+    kernel = {s: s * ms + ms // 10 for s in range(4)}
+    rep = probe._report("a", "b", 4, 0.001, replies, arrivals, kernel_sent_ns=kernel,
+                        stalls=[(12 * ms, 12 * ms + 3 * ms)])  # only probe 3 was in flight
+    assert rep.kernel_sent == 4
+    assert rep.rtt_ms == pytest.approx([9.9] * 4)
+    assert rep.one_way_ms == pytest.approx([4.9] * 4)
+    assert rep.stalled == 1 and rep.rtt_clear_ms == pytest.approx([9.9] * 3)
+    assert "send times    the kernel's" in rep.render()
+
+
+def test_stalls_from_send_gaps():
+    ms = 1_000_000
+    sent = [0, 1 * ms, 2 * ms, 5 * ms, 6 * ms]  # nothing ran between 2 and 5 ms
+    late, windows = probe._stalls(ms, sent, ms)
+    assert late == pytest.approx([0, 0, 2.0, 0])
+    assert windows == [(3 * ms, 5 * ms)]
+    rep = probe.ProbeReport("a", "b", 5, 0.001, pacing_late_ms=late)
+    assert rep.stalls == 1 and "1 stalls > 1 ms" in rep.render()

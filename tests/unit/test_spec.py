@@ -124,13 +124,3 @@ def test_mount_options_fsc_and_v3():
         MountSpec(fsc="yes")
 
 
-def test_window_bound_follows_read_ahead_and_request_size():
-    from testbed.results import window_bound_MB_s
-    mib = 1 << 20
-    # 128 KiB read-ahead, 128 KiB reads: two 128 KiB windows per 29.4 ms RTT.
-    assert window_bound_MB_s(1, mib, None, 256 * mib, 29.4, 128 << 10) == pytest.approx(
-        2 * 131072 / 0.0294 / 1e6)
-    # Large reads: the window is one rsize; small files cap it; readers multiply it.
-    assert window_bound_MB_s(1, mib, None, 256 * mib, 10.0) == pytest.approx(2 * mib / 0.01 / 1e6)
-    assert window_bound_MB_s(2, mib, 16384, 4 * mib, 10.0) == pytest.approx(
-        2 * 4 * mib / 0.01 / 1e6)

@@ -1,0 +1,81 @@
+"""The model of what limits a point: Linux's read-ahead state machine, the readers'
+simulation against kernel-measured schedules, the bounds and limited_by (no kernel)."""
+
+import math
+
+import pytest
+
+from testbed import model
+from testbed.model.readahead import ReadAhead, init_size, next_size
+from testbed.model.sim import Setting, Simulation, read_rate_Bps
+
+RTT = 0.0294
+LINK = 125e6 * 1448 / 1514
+
+
+def test_window_sizes_follow_the_kernel():
+    assert init_size(32, 32) == 32          # 128 KiB read, 128 KiB read-ahead: all of it
+    assert init_size(256, 4096) == 512      # 1 MiB read, 16 MiB read-ahead: x2
+    assert init_size(1, 4096) == 4          # a page: x4
+    assert next_size(512, 4096) == 1024 and next_size(64, 4096) == 256
+    assert next_size(4096, 4096) == 4096
+
+
+def test_large_reads_may_exceed_read_ahead_up_to_io_pages():
+    ra = ReadAhead(ra_pages=32, io_pages=256)  # default mount: 128 KiB, rsize 1 MiB
+    start, size, mark = ra.ondemand(0, 256, hit_marker=False)
+    assert (start, size) == (0, 256) and 0 <= mark < 256
+
+
+# File time in round trips for one reader of 8 MiB files at 3,000 km, measured on the lab
+# kernel (UML 7.2) from captures, READ by READ, 2026-12-03: (read-ahead KiB, read KiB).
+KERNEL_RTTS = {(128, 128): 36.0, (128, 1024): 7.8, (1024, 1024): 7.6, (1024, 128): 8.6,
+               (4096, 1024): 5.3, (4096, 128): 5.85, (16384, 1024): 5.05, (16384, 128): 6.0}
+
+
+@pytest.mark.parametrize("ra_kib,read_kib", list(KERNEL_RTTS))
+def test_simulation_matches_the_kernels_schedule(ra_kib, read_kib):
+    s = Simulation(Setting(RTT, LINK, 1, 8 << 20, read_kib << 10, 1 << 20, ra_kib << 10))
+    rtts = (8 << 20) / s.run(files=6, warm=2) / RTT
+    assert rtts == pytest.approx(KERNEL_RTTS[(ra_kib, read_kib)], rel=0.11)
+
+
+def test_more_readers_and_more_read_ahead_read_faster():
+    one = read_rate_Bps(Setting(RTT, LINK, 1, 4 << 20, 1 << 20, 1 << 20, 128 << 10))
+    two = read_rate_Bps(Setting(RTT, LINK, 2, 4 << 20, 1 << 20, 1 << 20, 128 << 10))
+    tuned = read_rate_Bps(Setting(RTT, LINK, 2, 4 << 20, 1 << 20, 1 << 20, 16 << 20))
+    assert one < two < tuned < LINK
+
+
+def test_a_short_path_is_the_fibres():
+    rate = read_rate_Bps(Setting(0.0006, LINK, 8, 4 << 20, 1 << 20, 1 << 20, 16 << 20))
+    assert rate == pytest.approx(LINK, rel=0.1)
+
+
+def path(**kw):
+    return model.Path(**{"rtt_s": RTT, "share_Bps": 125e6, **kw})
+
+
+def reading(**kw):
+    return model.Reading(**{"readers": 2, "sample_bytes": 4 << 20, "read_bytes": 1 << 20,
+                            "rsize": 1 << 20, "ra_bytes": 128 << 10, **kw})
+
+
+def test_limited_by_names_the_binding_bound():
+    assert model.predict(path(), reading(), 10e6).limited_by == "compute"
+    assert model.predict(path(), reading(), 84e6).limited_by == "latency"
+    near = model.predict(path(rtt_s=0.0006), reading(readers=8, ra_bytes=16 << 20), 1e9)
+    assert near.limited_by == "fibre"
+    lossy = model.predict(path(loss=0.01), reading(), 84e6)
+    assert lossy.limited_by == "loss"
+    small = model.predict(path(rtt_s=0.0006, buffer_bytes=64 << 10), reading(), 1e9)
+    assert small.limited_by == "window"
+
+
+def test_bounds_in_their_units():
+    b = model.predict(path(loss=0.001), reading(), 84e6)
+    assert b.fibre == pytest.approx(125e6 * 1448 / 1514)
+    assert b.window == pytest.approx((6 << 20) / 2 / RTT)
+    assert b.loss == pytest.approx(1448 / RTT * math.sqrt(1.5 / 0.001), rel=1e-3)
+    assert b.au_pct() == pytest.approx(100 * b.predicted / 84e6)
+    assert math.isinf(model.predict(path(), reading(), 84e6, local=True).fibre)
