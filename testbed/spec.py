@@ -25,7 +25,9 @@ DEFAULT_GROUP_INDEX = 1.469  # -> 4.90 us/km
 MAX_RATE_MBIT = 100_000.0  # 100 Gbit/s, the APN line rate
 IFNAMSIZ = 15  # usable characters of a Linux interface name
 TCP_HEADER_OVERHEAD = 52  # IPv4 (20) + TCP with timestamps (32): MSS = MTU - 52
-LIMIT_FACTOR = 1.5  # netem queue >= 1.5 x BDP (in packets)
+LIMIT_FACTOR = 1.5  # netem queue >= 1.5 x BDP (in packets) ...
+QUEUED_WINDOWS = 16  # ... + this many TCP buffers (nconnect's maximum) waiting for the rate
+MAX_TIME_SCALE = 1000.0
 MIN_LIMIT_PKTS = 1000  # never below netem's own default
 
 _RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps)?\s*$",
@@ -141,6 +143,9 @@ class FibreSpec:
         group_index: the fibre's group refractive index (1.469 -> 4.90 us/km).
         mtu: MTU of both ends.
         rate_reverse_mbit, loss_reverse_pct: asymmetric B->A direction (None = same as A->B).
+        time_scale: time dilation k >= 1. Every figure above stays the emulated scenario's;
+            what tc is given (direction()) runs k times slower: rates / k, delay and jitter
+            x k. Bytes in flight (BDP), queue limits and TCP buffers are unchanged.
     """
 
     distance_km: float = 0.0
@@ -152,6 +157,7 @@ class FibreSpec:
     mtu: int = 1500
     rate_reverse_mbit: float | None = None
     loss_reverse_pct: float | None = None
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -170,6 +176,8 @@ class FibreSpec:
         if self.loss_reverse_pct is not None:
             set_("loss_reverse_pct",
                  _number(self.loss_reverse_pct, "loss_reverse_pct", maximum=100.0))
+        set_("time_scale", _number(self.time_scale, "time_scale", minimum=1.0,
+                                   maximum=MAX_TIME_SCALE))
         if self.jitter_ms > self.one_way_delay_ms and self.jitter_ms > 0:
             raise SpecError(f"jitter_ms: {self.jitter_ms:g} ms exceeds the one-way delay "
                             f"{self.one_way_delay_ms:g} ms (netem would reorder packets)")
@@ -222,19 +230,30 @@ class FibreSpec:
         return int(math.ceil(rate * 1e6 / 8 * rtt_s))
 
     def limit_pkts(self, rate_mbit: float | None = None) -> int:
-        """netem queue limit: >= 1.5 x BDP in MTU-sized packets, never below 1000."""
-        pkts = math.ceil(LIMIT_FACTOR * self.bdp_bytes(rate_mbit) / self.mtu)
-        return max(MIN_LIMIT_PKTS, pkts)
+        """netem queue limit, in packets: room for 1.5 x the BDP (the delay line) plus
+        what QUEUED_WINDOWS connections' TCP buffers can have waiting for the line rate
+        (htb holds them inside netem), counted in MTU-sized packets; never below 1000.
+
+        A fibre has no queue to overflow, so the emulator's must not drop either. netem
+        counts packets, not bytes, and TCP sizes its offload packets to ~1 ms of its
+        pacing rate: at a dilated (lower) real rate each packet carries fewer bytes, and a
+        limit sized for the BDP alone overflowed (measured: tuned mount, 3,000 km, 200
+        Mbit/s, k = 5). Counting single frames makes the limit hold at any k."""
+        flight = LIMIT_FACTOR * self.bdp_bytes(rate_mbit) + QUEUED_WINDOWS * \
+            self.tcp_buffer_bytes()
+        return max(MIN_LIMIT_PKTS, math.ceil(flight / self.mtu))
 
     def direction(self, forward: bool = True) -> Direction:
-        """tc parameters for A->B (forward) or B->A."""
+        """tc parameters for A->B (forward) or B->A, in real time (dilated by time_scale:
+        the queue limit, in packets, is the emulated BDP's)."""
         rate = self.rate_mbit
         loss = self.loss_pct
         if not forward:
             rate = self.rate_reverse_mbit if self.rate_reverse_mbit is not None else rate
             loss = self.loss_reverse_pct if self.loss_reverse_pct is not None else loss
-        return Direction(delay_ms=self.one_way_delay_ms, jitter_ms=self.jitter_ms,
-                         loss_pct=loss, rate_mbit=rate,
+        k = self.time_scale
+        return Direction(delay_ms=self.one_way_delay_ms * k, jitter_ms=self.jitter_ms * k,
+                         loss_pct=loss, rate_mbit=rate / k,
                          limit_pkts=max(self.limit_pkts(self.rate_mbit),
                                         self.limit_pkts(rate)),
                          mtu=self.mtu)
@@ -258,6 +277,7 @@ class FibreSpec:
             "bdp_bytes": self.bdp_bytes(),
             "limit_pkts": fwd.limit_pkts,
             "mtu": self.mtu,
+            "time_scale": self.time_scale,
         }
 
 
@@ -269,6 +289,7 @@ def _rate(value: Any, field: str) -> float:
 
 
 NFS_VERSIONS = ("3", "4.1", "4.2")
+MAX_TIMEO_DS = 6000  # the kernel caps an NFS/TCP timeout at 600 s
 
 
 @dataclass(frozen=True)
@@ -340,7 +361,7 @@ class MountSpec:
         if self.actimeo_s is not None and (not isinstance(self.actimeo_s, int)
                                            or self.actimeo_s < 0):
             raise SpecError(f"actimeo_s: must be >= 0, got {self.actimeo_s!r}")
-        if not isinstance(self.timeo_ds, int) or not 1 <= self.timeo_ds <= 6000:
+        if not isinstance(self.timeo_ds, int) or not 1 <= self.timeo_ds <= MAX_TIMEO_DS:
             raise SpecError(f"timeo_ds: must be 1..6000 tenths of a second, got {self.timeo_ds!r}")
         if not isinstance(self.retrans, int) or not 0 <= self.retrans <= 20:
             raise SpecError(f"retrans: must be 0..20, got {self.retrans!r}")
@@ -356,6 +377,11 @@ class MountSpec:
             raise SpecError(f"unknown mount field {sorted(unknown)[0]!r}; known: "
                             f"{', '.join(sorted(known))}")
         return cls(**dict(data))
+
+    def dilated(self, k: float) -> MountSpec:
+        """The same mount for a run dilated by k: its RPC timeout k times longer (capped
+        at the kernel's 600 s)."""
+        return dataclasses.replace(self, timeo_ds=min(MAX_TIMEO_DS, round(self.timeo_ds * k)))
 
     def options(self, fsc_tag: str = "") -> str:
         """The -o string for mount.nfs; fsc_tag names this client's cache volume."""

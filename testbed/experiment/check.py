@@ -23,16 +23,19 @@ from testbed.experiment.plan import Plan, Point, format_value
 SITE_SETUP_S = 4.0          # namespaces, links, nfsd start (lab kernel, measured ~3-4 s)
 DATASET_MB_S = 150.0        # dataset generation into tmpfs in the lab kernel
 POINT_OVERHEAD_S = 2.0      # fibre change, drop_caches, mounts, loader start, unmounts
+NOMINAL_LAB_MB_S = 300.0    # a typical calibration of the user-mode lab kernel (MB/s)
 
 
-def _read_MB_s(point: Point, topo: SiteTopo) -> float:
+def _read_MB_s(point: Point, topo: SiteTopo, fetch: bool = False) -> float:
     """A worker's expected read rate: the model's prediction for the first worker, with
     the kernel's default read-ahead (128 KiB) where the mount leaves it, and the TCP
-    buffers the engine would set (2 x BDP, at least 6 MiB)."""
+    buffers the engine would set (2 x BDP, at least 6 MiB). fetch: over the fibre, as
+    fast as it goes (a cache fill or staging copy)."""
     worker = worker_hosts(topo)[0]
     ra = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
-    rmem = max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
-    b = explain.bounds(topo, point, worker, ra, rmem, "cubic")
+    rmem = point.tcp_buffer_bytes or \
+        max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
+    b = explain.bounds(topo, point, worker, ra, rmem, "cubic", fetch=fetch)
     return b.predicted / 1e6
 
 
@@ -46,9 +49,12 @@ def point_seconds(point: Point, topo: SiteTopo) -> float:
         max(wl.compute_ms / 1000.0, 1e-6)
     rtt = max((f.rtt_ms for _, f in point.fibres), default=0.0)
     warm = max(0.5, warmup_bytes(point, rtt, rate * 8) / 1e6 / min(rate, demand))
-    measure = wl.measure_s if rate >= demand else min(wl.measure_max_s, 2 * wl.measure_s)
-    prep = 0.0 if point.data_path == "direct" else point.dataset.total_bytes / 1e6 / rate
-    return POINT_OVERHEAD_S + prep + min(warm, wl.warmup_max_s) + measure
+    step = wl.batch * point.dataset.sample_bytes(wl.access) / 1e6 / min(rate, demand)
+    measure = max(wl.measure_s if rate >= demand else min(wl.measure_max_s, 2 * wl.measure_s),
+                  wl.min_steps * step)
+    prep = 0.0 if point.data_path == "direct" else \
+        point.dataset.total_bytes / 1e6 / max(_read_MB_s(point, topo, fetch=True), 1e-3)
+    return POINT_OVERHEAD_S + point.time_scale * (prep + min(warm, wl.warmup_max_s) + measure)
 
 
 def site_seconds(point: Point) -> float:
@@ -84,12 +90,19 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
     for p in plan.points:
         g = groups.setdefault(p.group, len(groups) + 1)
         table.add_row(*[format_value(v) for _, v in p.ident],
-                      "yes" if p.is_baseline else "", str(p.workers),
-                      f"{p.value('mount')}: {p.mount.options().split(',proto')[0]}",
+                      "yes" if p.is_baseline else "", str(p.workers), str(p.value("mount")),
                       p.data_path, str(g))
+    if plan.auto_scale:
+        from testbed.experiment import dilation
+        plan = dilation.rescale(plan, dilation.choose(plan, NOMINAL_LAB_MB_S))
     grid, search = estimate_seconds(plan)
     lines = [f"{len(plan.points) * plan.repetitions} runs on {len(groups)} testbed(s); "
              f"every point has its co-located baseline in the plan"]
+    if plan.auto_scale:
+        ks = ", ".join(f"{k:g}" for k in sorted({p.time_scale for p in plan.points}))
+        lines.append("time_scale auto: k is chosen when the run starts, from a calibration "
+                     f"of the lab kernel's NFS read rate; at {NOMINAL_LAB_MB_S:g} MB/s "
+                     f"(user-mode Linux on a recent x86 core) it would be {ks}")
     if plan.search is not None:
         s = plan.search
         lines.append(f"search: {s.text} over {s.key.text} {format_value(s.lo)}..."

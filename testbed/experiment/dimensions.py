@@ -27,7 +27,8 @@ from testbed.errors import SpecError
 from testbed.spec import NFS_VERSIONS, parse_rate, parse_text
 from testbed.workload import ACCESS, FORMATS, READER_KINDS
 
-TARGETS = ("fibre", "topology", "server", "dataset", "mount", "loader", "data_path")
+TARGETS = ("fibre", "topology", "server", "dataset", "mount", "loader", "data_path", "run",
+           "preset", "host")
 
 
 def number(x: float) -> str:
@@ -80,6 +81,14 @@ def _rate(value: Any, text: bool) -> float:
         raise ValueError("expected a rate such as 100mbit or 10gbit") from None
 
 
+def _auto(value: Any, text: bool) -> float | str:
+    """A number, or "auto" (decided by the testbed: time_scale by a calibration at run
+    start, tcp_buffer_mib from the path's bandwidth-delay product)."""
+    if isinstance(value, str) and value.strip() == "auto":
+        return "auto"
+    return _float(value, text)
+
+
 def _choice(value: Any, text: bool) -> str:
     if not isinstance(value, str):
         raise ValueError("expected a name")
@@ -98,7 +107,7 @@ def _str_list(value: Any, text: bool) -> tuple[str, ...]:
 
 PARSERS: dict[str, Callable[[Any, bool], Any]] = {
     "int": _int, "float": _float, "bool": _bool, "rate": _rate, "choice": _choice,
-    "str_list": _str_list,
+    "str_list": _str_list, "auto": _auto,
 }
 
 
@@ -158,8 +167,8 @@ class Dimension:
             return "true or false"
         hi = number(self.hi) if self.hi is not None else "any"
         span = f"> 0 and <= {hi}" if self.kind == "rate" else f"{number(self.lo or 0)} .. {hi}"
-        kind = {"int": "an integer", "float": "a number", "rate": "a rate in Mbit/s or "
-                "text like 10gbit"}[self.kind]
+        kind = {"int": "an integer", "float": "a number", "auto": "\"auto\" or a number",
+                "rate": "a rate in Mbit/s or text like 10gbit"}[self.kind]
         extra = ", a power of two" if self.pow2 else ""
         return f"{kind} {span}{' ' + self.unit if self.unit else ''}{extra}"
 
@@ -184,13 +193,18 @@ class Dimension:
                 raise ValueError(f"unknown {bad[0]!r}" + (f" (did you mean {hint[0]!r}?)"
                                  if hint else "") + f": {self.describe_range()}")
             return
-        if self.kind == "bool":
+        if self.kind == "bool" or value == "auto":
             return
         too_low = value <= 0 if self.kind == "rate" else (self.lo is not None and value < self.lo)
         if too_low or (self.hi is not None and value > self.hi):
             raise ValueError(f"out of range: {self.describe_range()}")
         if self.pow2 and value & (value - 1):
             raise ValueError(f"not a power of two: {self.describe_range()}")
+
+
+def _presets() -> tuple[str, ...]:
+    from testbed.workload.presets import NONE, PRESETS
+    return (NONE, *PRESETS)
 
 
 def _data_paths() -> tuple[str, ...]:
@@ -248,7 +262,15 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("hard", "bool", "", "mount", "hard mount (retry forever)", section="mounts"),
     Dimension("timeo_ds", "int", "ds", "mount", "RPC timeout", 1, 6000, section="mounts"),
     Dimension("retrans", "int", "", "mount", "RPC retransmissions", 0, 20, section="mounts"),
+    # the GPU hosts' TCP buffers: "auto" = 2 x the path's BDP (at least 6 MiB), or a size
+    # (6 = Linux's default tcp_rmem maximum); also a field of a [mounts.NAME] profile
+    Dimension("tcp_buffer_mib", "auto", "MiB", "host", "TCP buffer maximum", 0.0625, 4096,
+              section="mounts"),
     # the loader and the emulated accelerator
+    Dimension("workload", "choice", "", "preset", "workload preset", choices=_presets,
+              section="workload", key="preset"),
+    Dimension("workload_scale", "float", "", "preset", "preset scale (sample and compute)",
+              1e-6, 1, section="workload", key="scale"),
     Dimension("batch", "int", "", "loader", "samples per step", 1, 100_000,
               section="workload"),
     Dimension("compute_ms", "float", "ms", "loader", "emulated compute per step", 0,
@@ -277,6 +299,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
               section="workload"),
     Dimension("read_kib", "int", "KiB", "loader", "application read size", 4, 65_536,
               section="workload"),
+    # time dilation: the whole scenario runs k times slower (rates / k, delays, compute and
+    # timeouts x k); every figure is reported in emulated units
+    Dimension("time_scale", "auto", "", "run", "time dilation k", 1, 1000),
     # where training reads from
     Dimension("data_path", "choice", "", "data_path", "data path", choices=_data_paths),
     Dimension("cache_mib", "int", "MiB", "data_path", "FS-Cache size", 64, MiB_KIB * MiB_KIB,

@@ -72,9 +72,10 @@ def share_Bps(topo: topology.SiteTopo, point: Point, worker: str) -> float:
 
 
 def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
-           rmem_max: int, cc: str) -> model.Bounds:
+           rmem_max: int, cc: str, fetch: bool = False) -> model.Bounds:
     """The model's bounds for one worker of a point, from the kernel's own read-ahead and
-    TCP buffer settings (read back), the point's path and loader."""
+    TCP buffer settings (read back), the point's path and loader. fetch: the bounds of
+    fetching the set over the fibre as fast as it goes (a cache fill, a staging copy)."""
     specs = [point.fibre(n) for n, _ in topology.path_fibres(topo, worker)]
     keep = math.prod(1 - s.loss_pct / 100 for s in specs)
     wl, m = point.workload, point.mount
@@ -87,6 +88,8 @@ def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
                             sample_bytes=sample, read_bytes=wl.read_kib << 10,
                             rsize=m.rsize, ra_bytes=ra_kb << 10)
     demand = wl.batch * sample / (wl.compute_ms / 1000.0) if wl.compute_ms > 0 else math.inf
+    if fetch:
+        return model.predict(path, reading, math.inf)
     return model.predict(path, reading, demand, local=point.data_path != "direct")
 
 

@@ -105,19 +105,21 @@ def failed_rows(plan: Plan, point: Point, rep: int, reason: str,
 
 def warmup_bytes(point: Point, rtt_ms: float, rate_mbit: float) -> int:
     """What a worker reads before its measured window: three bandwidth-delay products of
-    its path (TCP's slow start to a full window moves about two) and two rounds of the
-    loader's depth (read-ahead ramps up per file)."""
+    its path (TCP's slow start to a full window moves about two), or ten steps' worth if
+    that is less (a stream far below the line rate never fills the pipe), and two rounds
+    of the loader's depth (read-ahead ramps up per file)."""
     bdp = rate_mbit * 1e6 / 8 * rtt_ms / 1000.0 if math.isfinite(rate_mbit) else 0.0
-    sample = point.dataset.sample_bytes(point.workload.access)
-    return int(3 * bdp + 2 * point.workload.readers * sample)
+    wl = point.workload
+    sample = point.dataset.sample_bytes(wl.access)
+    return int(min(3 * bdp, 10 * wl.batch * sample) + 2 * wl.readers * sample)
 
 
 def _run_loaders(roots: list[Path], point: Point,
                  paths: list[Path_]) -> list[workload.LoaderRun]:
-    spec = point.workload
+    spec, k = point.workload, point.time_scale
     windows = [spec.window(warmup_bytes(point, p.rtt_ms, p.rate_mbit)) for p in paths]
     with ThreadPoolExecutor(len(roots)) as pool:
-        return list(pool.map(lambda rw: workload.run_loader(rw[0], spec, rw[1]),
+        return list(pool.map(lambda rw: workload.run_loader(rw[0], spec, rw[1], k),
                              zip(roots, windows)))
 
 
@@ -150,7 +152,8 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
         data_path.before_mount(site.net, point, stack)
         state.set_phase("mounts")
         assert site.server is not None
-        mounts = [stack.enter_context(NfsMount(site.net, w, site.server, point.mount))
+        mspec = point.mount.dilated(point.time_scale)
+        mounts = [stack.enter_context(NfsMount(site.net, w, site.server, mspec))
                   for w in site.workers]
         prepared = data_path.prepare(site.net, point, mounts, stack)
         cap = None
@@ -195,7 +198,7 @@ def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb
     b = explain_mod.bounds(site.topo, point, worker, ra_kb, rmem, site.net.congestion)
     return explain_mod.explain(b, row, drops, sent / int(point.value("mtu")),
                                row["path_loss_pct"] / 100.0,
-                               sent / max(ctx.seconds, 1e-9) / 1e6, rmem)
+                               sent / max(ctx.seconds, 1e-9) / 1e6 * point.time_scale, rmem)
 
 
 def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.LoaderRun],
@@ -210,8 +213,10 @@ def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.Lo
         row = base_row(plan, point, rep, w, topology.site_of(site.topo, w))
         row.update({"path_km": path.km, "rtt_ms": path.rtt_ms,
                     "path_rate_mbit": path.rate_mbit, "path_loss_pct": path.loss_pct,
-                    "mss_bytes": path.mss_bytes, **workload.summarise(run, point.workload),
-                    "prep_s": prep.prep_s, "cpu_busy_pct": ctx.cpu_busy_pct,
+                    "mss_bytes": path.mss_bytes,
+                    **workload.summarise(run, point.workload, point.time_scale),
+                    "prep_s": prep.prep_s / point.time_scale,
+                    "cpu_busy_pct": ctx.cpu_busy_pct,
                     "read_ahead_kb_kernel": ra_kb})
         row.update(_explained(site, point, w, row, ra_kb, ctx))
         if plan.capture is not None:

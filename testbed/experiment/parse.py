@@ -34,7 +34,6 @@ from testbed.experiment.dimensions import Key, did_you_mean, show
 from testbed.topology import fibres as topo_fibres
 from testbed.topology import load_topologies
 from testbed.topology import build as build_topology
-from testbed.workload import PRESETS
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
 TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
@@ -92,12 +91,12 @@ class RawPlan:
     au_bar: float | None = None
     description: str = ""
     sections: dict[Key, Any] = field(default_factory=dict)
-    preset: dict[str, Any] = field(default_factory=dict)
     fixed: dict[Key, Any] = field(default_factory=dict)
     sweep: dict[Key, list[Any]] = field(default_factory=dict)
     mounts: dict[str, dict[Key, Any]] = field(default_factory=dict)
     search: SearchSpec | None = None
     capture: CaptureOption | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
 
 
 class Where:
@@ -206,51 +205,32 @@ def _key(text: Any, raw: RawPlan, where: Where) -> Key:
     return key
 
 
-def _value(key: Key, value: Any, raw: RawPlan, where: Where, text: bool = False) -> Any:
+def _value(key: Key, value: Any, raw: RawPlan, where: Where, text: bool = False,
+           written: str | None = None) -> Any:
+    """A knob's value checked where it was written (`written`: its key there)."""
     if key.dim.name == "mount":
         if not isinstance(value, str) or (value != "default" and value not in raw.mounts):
             known = ["default", *raw.mounts]
             hint = did_you_mean(value, known) if isinstance(value, str) else ""
-            raise where.error(key.text, value, f"no such profile{hint}: define "
+            raise where.error(written or key.text, value, f"no such profile{hint}: define "
                               f"[mounts.{value if isinstance(value, str) else 'NAME'}]; "
                               f"known: {', '.join(known)}")
         return value
-    return _checked(key.dim, value, where, key.text, text)
+    return _checked(key.dim, value, where, written or key.text, text)
 
 
 def _sections(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
     """[dataset] [workload] [server] [cache] [staging]: plain values of their knobs
-    ([workload] also takes an MLPerf Storage preset and its scale)."""
+    ([workload] preset and scale are the `workload` and `workload_scale` knobs)."""
     for section in dims.SECTIONS:
         table = _table(cfg, section, where)
         known = dims.in_section(section)
-        extra = ("preset", "scale") if section == "workload" else ()
         for k, v in table.items():
-            if k in extra:
-                continue
             if k not in known:
                 raise where.at(section).error(k, v, "unknown key" + did_you_mean(
-                    k, tuple(known) + extra) + f"; known: {', '.join(tuple(known) + extra)}")
-            raw.sections[Key(known[k])] = _value(Key(known[k]), v, raw, where.at(section))
-        if section == "workload":
-            _preset(table, raw, where.at(section))
-
-
-def _preset(table: dict[str, Any], raw: RawPlan, where: Where) -> None:
-    """MLPerf Storage defaults from [workload] preset (+ scale): sample size, batch,
-    compute time, readers and the AU bar; explicit values win."""
-    if "preset" not in table:
-        if "scale" in table:
-            raise where.error("scale", table["scale"], "scale needs a preset")
-        return
-    name = _checked(dims.Dimension("preset", "choice", "", "loader", "preset",
-                                   choices=tuple(PRESETS)), table["preset"], where, "preset")
-    scale = _checked(dims.Dimension("scale", "float", "", "loader", "scale", 1e-6, 1),
-                     table.get("scale", 1.0), where, "scale")
-    p = PRESETS[name]
-    raw.preset = {"file_kib": max(4, int(p["sample_bytes"] * scale) // 1024),
-                  "batch": p["batch"], "compute_ms": p["compute_ms"] * scale,
-                  "readers": p["readers"], "au_bar": p["au_bar"]}
+                    k, tuple(known)) + f"; known: {', '.join(known)}")
+            raw.sections[Key(known[k])] = _value(Key(known[k]), v, raw, where.at(section),
+                                                 written=k)
 
 
 def _mounts(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
@@ -268,7 +248,7 @@ def _mounts(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
             if k not in known:
                 raise w.error(k, v, "not a mount knob" + did_you_mean(k, tuple(known))
                               + f"; known: {', '.join(known)}")
-            raw.mounts[name][Key(known[k])] = _value(Key(known[k]), v, raw, w)
+            raw.mounts[name][Key(known[k])] = _value(Key(known[k]), v, raw, w, written=k)
 
 
 def _fixed(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
@@ -395,4 +375,5 @@ def parse(path: str | Path, overrides: dict[str, str] | None = None) -> RawPlan:
     _search(cfg, raw, where)
     _capture(cfg, raw, where)
     apply_overrides(raw, overrides or {})
+    raw.overrides = dict(overrides or {})
     return raw

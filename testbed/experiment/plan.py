@@ -19,6 +19,7 @@ when the sweep does not contain them, and ordered before the points that need th
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from testbed.topology import SiteTopo
 from testbed.topology import build as build_topology
 from testbed.topology import fibres as topo_fibres
 from testbed.workload import DatasetSpec, WorkloadSpec
+from testbed.workload.presets import NONE, knob_values
 
 MAX_POINTS = 20_000
 DEFAULT_AU_BAR = 90.0
@@ -64,6 +66,7 @@ class Point:
     server: NfsServerSpec
     dataset: DatasetSpec
     baseline_ident: tuple[tuple[Key, Any], ...]
+    assignment: tuple[tuple[Key, Any], ...] = ()
 
     @property
     def id(self) -> str:
@@ -103,6 +106,17 @@ class Point:
         return int(self.value("workers"))
 
     @property
+    def tcp_buffer_bytes(self) -> int | None:
+        """The GPU hosts' TCP buffer maximum the point asks for (None: from the BDP)."""
+        v = self.value("tcp_buffer_mib")
+        return None if v == "auto" else int(float(v) * 2**20)
+
+    @property
+    def time_scale(self) -> float:
+        """The point's time dilation k (for "auto": as calibrated, 1.0 before)."""
+        return self.fibres[0][1].time_scale if self.fibres else 1.0
+
+    @property
     def group(self) -> tuple[Any, ...]:
         """The knobs that need a fresh testbed (topology, nfsd, dataset): points with the
         same group share one."""
@@ -114,6 +128,14 @@ class Point:
 
 
 Rule = Callable[[Point], str | None]
+
+
+def _preset_bar(raw: RawPlan) -> float:
+    """The AU bar of the file's one workload preset, if it names one; else 90 %."""
+    from testbed.workload.presets import PRESETS
+    name = raw.fixed.get(Key(dims.BY_NAME["workload"])) or \
+        raw.sections.get(Key(dims.BY_NAME["workload"]))
+    return float(PRESETS[name]["au_bar"]) if name in PRESETS else DEFAULT_AU_BAR
 
 
 def _record_needs_records(p: Point) -> str | None:
@@ -153,8 +175,10 @@ class Resolver:
 
     def __init__(self, raw: RawPlan) -> None:
         self.raw = raw
-        self.au_bar = raw.au_bar or raw.preset.get("au_bar", DEFAULT_AU_BAR)
+        self.au_bar = raw.au_bar or _preset_bar(raw)
         self._topos: dict[int | None, SiteTopo] = {}
+        # time_scale "auto": once calibrated (dilation.rescale), k for a point
+        self.auto_scale: Callable[[Point], float] | None = None
         base_topo = self.topo(None)
         self.default_fibres = {n: spec for n, (_, _, spec) in topo_fibres(base_topo).items()}
         self.defaults = self._defaults(base_topo)
@@ -175,7 +199,9 @@ class Resolver:
         specs = {"mount": MountSpec(), "loader": WorkloadSpec(), "server": NfsServerSpec(),
                  "dataset": DatasetSpec()}
         other = {"mount": "default", "workers": topo.params.get("workers", 1),  # type: ignore[attr-defined]
-                 "mtu": 1500, "data_path": "direct", "cache_mib": 1024, "stage_parallel": 4}
+                 "mtu": 1500, "data_path": "direct", "cache_mib": 1024, "stage_parallel": 4,
+                 "time_scale": 1.0, "workload": NONE, "workload_scale": 1.0,
+                 "tcp_buffer_mib": "auto"}
         out: dict[Key, Any] = {}
         for d in dims.DIMENSIONS:
             if d.per_link:
@@ -198,11 +224,19 @@ class Resolver:
             for k in self.expand(key):
                 values[k] = layer[key]
 
+    def _preset_layer(self, assignment: dict[Key, Any]) -> dict[Key, Any]:
+        """The knob values of the assignment's workload preset (after its own layers)."""
+        values = dict(self.defaults)
+        self._apply(values, self.raw.sections)
+        self._apply(values, assignment)
+        name = values[Key(dims.BY_NAME["workload"])]
+        scale = values[Key(dims.BY_NAME["workload_scale"])]
+        return {Key(dims.BY_NAME[k]): v for k, v in knob_values(name, scale).items()}
+
     def settings(self, assignment: dict[Key, Any]) -> dict[Key, Any]:
         """Every knob's value for an assignment (see the module docstring's layers)."""
         values = dict(self.defaults)
-        self._apply(values, {Key(dims.BY_NAME[k]): v for k, v in self.raw.preset.items()
-                             if k in dims.BY_NAME})
+        self._apply(values, self._preset_layer(assignment))
         self._apply(values, self.raw.sections)
         profile = self.raw.mounts.get(assignment.get(Key(dims.BY_NAME["mount"]),
                                                      values[Key(dims.BY_NAME["mount"])]), {})
@@ -218,14 +252,16 @@ class Resolver:
         values = self.settings(assignment)
         label = "|".join(f"{k.column}={format_value(v)}" for k, v in ident) or "the point"
         try:
-            point = self._build(values, ident, base_ident)
+            point = self._build(values, ident, base_ident, 1.0)
+            if self.auto_scale is not None and values[Key(dims.BY_NAME["time_scale"])] == "auto":
+                point = self._build(values, ident, base_ident, self.auto_scale(point))
             for rule in RULES:
                 problem = rule(point)
                 if problem:
                     raise SpecError(problem)
         except SpecError as exc:
             raise SpecError(f"{self.raw.path}: point {label}: {exc}") from None
-        return point
+        return dataclasses.replace(point, assignment=tuple(assignment.items()))
 
     @staticmethod
     def baseline_assignment(assignment: dict[Key, Any]) -> dict[Key, Any]:
@@ -234,12 +270,15 @@ class Resolver:
                 for k, v in assignment.items()}
 
     def _build(self, values: dict[Key, Any], ident: tuple[tuple[Key, Any], ...],
-               base_ident: tuple[tuple[Key, Any], ...]) -> Point:
+               base_ident: tuple[tuple[Key, Any], ...], auto: float) -> Point:
         by = lambda target: {k.dim.spec_field: v for k, v in values.items()  # noqa: E731
                              if k.dim.target == target and k.dim.name != "mount"}
         mtu = int(values[Key(dims.BY_NAME["mtu"])])
-        fibres = tuple((link, spec.replace(mtu=mtu, **{k.dim.spec_field: v for k, v in
-                                                      values.items() if k.link == link}))
+        k = values[Key(dims.BY_NAME["time_scale"])]
+        scale = auto if k == "auto" else float(k)  # "auto": decided when the run starts
+        fibres = tuple((link, spec.replace(mtu=mtu, time_scale=scale,
+                                           **{k.dim.spec_field: v for k, v in
+                                              values.items() if k.link == link}))
                        for link, spec in self.default_fibres.items())
         loader = by("loader")
         dp = values[Key(dims.BY_NAME["data_path"])]
@@ -269,6 +308,11 @@ class Plan:
     search: SearchSpec | None
     capture: CaptureOption | None
     resolver: Resolver = field(compare=False, repr=False)
+
+    @property
+    def auto_scale(self) -> bool:
+        """Whether the plan asks for time_scale = "auto" (calibrated when it runs)."""
+        return any(p.value("time_scale") == "auto" for p in self.points)
 
     def runs(self) -> list[tuple[Point, int]]:
         """Every (point, repetition) of the grid, in run order."""

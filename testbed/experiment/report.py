@@ -120,6 +120,26 @@ def _limit_lines(plan: Plan, s: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _far_end_lines(plan: Plan, s: pd.DataFrame) -> list[str]:
+    """At the far end of a distance-like axis, which settings meet the AU bar (and what
+    limited those that do not): the question the experiment asks, answered."""
+    x = _x_key(plan)
+    if x is None or x.dim.baseline is None or s.empty:
+        return []
+    far = s[s[x.column] == s[x.column].max()]
+    others = [k.column for k in plan.id_keys if k != x and k.column in s and k in plan.swept]
+    meets, misses = [], []
+    for _, r in far.iterrows():
+        name = ", ".join(f"{k}={format_value(r[k])}" for k in others) or "the setting"
+        name += f" @{r['site']}" if s["site"].nunique() > 1 else ""
+        text = f"{name} (AU {_pm(r, 'au_pct')}, slowdown {_pm(r, 'slowdown_pct')} %)"
+        ok = r.get("au_pct", 0) >= plan.au_bar and not r.get("emulator_limited", False)
+        (meets if ok else misses).append(text if ok else f"{text[:-1]}, {_limit(r)})")
+    head = f"at {x.column} = {format_value(far[x.column].iloc[0])}, AU >= {plan.au_bar:g} %"
+    return [f"{head} with: " + ("; ".join(meets) or "none"),
+            f"{head} not with: " + ("; ".join(misses) or "none")]
+
+
 def _search_lines(plan: Plan, out: Path) -> list[str]:
     found = search_mod.read(out)
     lines = []
@@ -175,7 +195,8 @@ def _curve(plan: Plan, x: Key, g: pd.DataFrame, df: pd.DataFrame) -> Any:
             p = plan.resolver.point({**assignment, x: v}, plan.id_keys)
         except Exception:  # outside what the plan allows: no curve there
             return math.nan
-        rmem = max([f.tcp_buffer_bytes() for _, f in p.fibres], default=6 << 20)
+        rmem = p.tcp_buffer_bytes or \
+            max([f.tcp_buffer_bytes() for _, f in p.fibres], default=6 << 20)
         return explain.bounds(topo, p, worker, ra, rmem, "cubic").predicted / 1e6
 
     return bound
@@ -220,6 +241,7 @@ def build(out: Path, plan: Plan) -> Report:
     store.write_parquet(df)
     report = Report(_table(plan, s), failed=int(s["failed"].sum()))
     report.lines += _limit_lines(plan, s)
+    report.lines += _far_end_lines(plan, s)
     report.lines += _search_lines(plan, out)
     if report.failed:
         reasons = df[df["status"] != "ok"].groupby("point")["reason"].first()

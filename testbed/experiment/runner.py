@@ -9,6 +9,7 @@ The runner knows nothing of terminals: it tells a Listener what it is doing.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from contextlib import ExitStack
@@ -67,13 +68,18 @@ class Outcome:
     skipped: int = 0
 
 
+BDP_MEMORY = 3.0  # per fibre: the BDP in netem's queue and in socket buffers, with skb overhead
+
+
 def memory_need_bytes(plan: Plan) -> int:
-    """The most memory one site's data needs at once: the training set on the storage
-    host, plus a staged copy per worker where a point stages."""
+    """The most memory one point needs at once: the training set on the storage host, a
+    staged copy per worker where a point stages, and per fibre BDP_MEMORY x its emulated
+    bandwidth-delay product (bytes in flight do not shrink under time dilation)."""
     need = 0
     for p in plan.points:
         copies = 1 + (p.workers if p.data_path == "staged" else 0)
-        need = max(need, copies * p.dataset.total_bytes)
+        flight = sum(BDP_MEMORY * f.bdp_bytes() for _, f in p.fibres)
+        need = max(need, int(copies * p.dataset.total_bytes + flight))
     return need
 
 
@@ -94,10 +100,14 @@ def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
     avail = int(fields.get("MemAvailable", fields.get("MemFree", "0 kB")).split()[0]) * 1024
     need = memory_need_bytes(plan)
     if need > MEMORY_HEADROOM * avail:
-        raise SpecError(f"{plan.path}: the data needs {need / 2**20:.0f} MiB of memory at "
-                        f"once; this kernel has {avail / 2**20:.0f} MiB available (use at most "
-                        f"{MEMORY_HEADROOM * avail / 2**20:.0f}): fewer or smaller files, "
-                        "or more memory (lab/run --mem)")
+        total = int(fields.get("MemTotal", "0 kB").split()[0]) * 1024
+        want = (total - avail + need / MEMORY_HEADROOM) / 2**30
+        raise SpecError(f"{plan.path}: the data and the bytes in flight need "
+                        f"{need / 2**20:.0f} MiB of memory at once; this kernel has "
+                        f"{avail / 2**20:.0f} MiB available (use at most "
+                        f"{MEMORY_HEADROOM * avail / 2**20:.0f}): fewer or smaller files, or "
+                        f"a lab kernel with about {math.ceil(want)} GiB "
+                        f"(LAB_MEM={math.ceil(want)}G lab/run ...)")
 
 
 class Runner:
@@ -176,6 +186,20 @@ def meta_of(plan: Plan) -> dict[str, Any]:
     }
 
 
+def resolve_auto_scale(plan: Plan) -> tuple[Plan, dict[str, Any]]:
+    """For time_scale = "auto": calibrate the lab kernel, choose k, reload the plan with
+    it; (the plan to run, what was decided for meta.json)."""
+    from testbed.experiment import dilation
+    if not plan.auto_scale:
+        return plan, {}
+    capacity = dilation.calibrate()
+    scaled = dilation.rescale(plan, dilation.choose(plan, capacity))
+    ks = {p.id: p.time_scale for p in scaled.points}
+    log.warning("time_scale auto: the lab reads NFS at %.0f MB/s; k = %s", capacity,
+                ", ".join(f"{k:g}" for k in sorted(set(ks.values()))))
+    return scaled, {"auto": True, "calibrated_MB_s": capacity, "per_point": ks}
+
+
 def run(plan: Plan, out: Path, resume: bool = False,
         listener: Listener | None = None) -> Outcome:
     """Run a plan into `out` (results.csv, meta.json); the grid first, then [search].
@@ -188,8 +212,10 @@ def run(plan: Plan, out: Path, resume: bool = False,
         raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
     check_memory(plan)
     check_capture(plan)
+    plan, scale = resolve_auto_scale(plan)
     done = store.done() if resume else set()
-    store.write_meta(meta_of(plan))
+    store.write_meta({**meta_of(plan), "time_scale": scale or sorted(
+        {p.time_scale for p in plan.points})})
     listener = listener or Quiet()
     listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
     with Runner(plan, store, listener) as runner:

@@ -82,9 +82,13 @@ class Site:
         self.net.stop()
 
     def apply(self, point: Point) -> None:
-        """Put every fibre into the point's state (live; restates every parameter)."""
+        """Put every fibre into the point's state (live; restates every parameter) and
+        the hosts' route timers at the point's time scale."""
+        self.net.buffer_override = point.tcp_buffer_bytes
         for name, spec in point.fibres:
             self.net.set_fibre_spec(name, spec)
+        self.net.set_tcp_buffers(point.tcp_buffer_bytes)
+        self.net.set_time_scale(point.time_scale)
 
     def fibre_counters(self) -> dict[str, tuple[int, int, int]]:
         """Per fibre, its storage-to-GPU direction's (netem drops, bytes sent, htb

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import time
 from contextlib import ExitStack
@@ -47,6 +48,33 @@ __all__ = ["Network", "NETNS_DIR", "namespace_name", "create_namespace", "ns_ipr
 log = logging.getLogger(__name__)
 
 DEFAULT_CONGESTION = "cubic"
+MAIN_TABLE = 254
+RTO_MIN_MS = 200  # Linux's TCP_RTO_MIN
+
+
+def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None) -> None:
+    """Replace a route with itself, its rto_min metric set (or dropped when None)."""
+    dst = route.get_attr("RTA_DST")
+    kwargs: dict[str, Any] = {"dst": f"{dst}/{route['dst_len']}" if dst else "0.0.0.0/0",
+                              "oif": route.get_attr("RTA_OIF"), "table": MAIN_TABLE,
+                              "scope": route["scope"], "proto": route["proto"]}
+    if route.get_attr("RTA_PREFSRC"):
+        kwargs["prefsrc"] = route.get_attr("RTA_PREFSRC")
+    if rto_min_ms is not None:
+        kwargs["metrics"] = {"RTAX_RTO_MIN": rto_min_ms}
+    try:
+        ipr.route("replace", **kwargs)
+    except NetlinkError as exc:
+        raise KernelError(f"route {kwargs['dst']}: cannot set rto_min: {exc}") from None
+
+
+def route_rto_min_ms(ipr: IPRoute) -> list[int | None]:
+    """rto_min of every main-table IPv4 route (None: the kernel default), as read back."""
+    out = []
+    for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
+        metrics = route.get_attr("RTA_METRICS")
+        out.append(metrics.get_attr("RTAX_RTO_MIN") if metrics else None)
+    return out
 
 
 class Network:
@@ -66,6 +94,8 @@ class Network:
         self._ends: dict[tuple[str, str], tuple[str, str]] = {}
         self._names: dict[str, tuple[str, str]] = {}
         self.buffer_bytes = 0  # the TCP buffer maximum written to every host
+        self.buffer_override: int | None = None  # a fixed maximum instead of 2 x BDP
+        self.time_scale = 1.0  # the dilation the hosts' route timers are set for
         self.started = False
         self._owner_pid = os.getpid()
 
@@ -252,9 +282,10 @@ class Network:
 
     def _size_buffers(self) -> None:
         """TCP buffer maxima on every host: 2 x the largest BDP of the fibres as they are
-        now (FibreSpec.tcp_buffer_bytes), rewritten whenever a fibre change moves it, so
-        every point has the buffers its own BDP needs (not a left-over of another point)."""
-        need = max((f.tcp_buffer_bytes() for f in self._fibres.values()), default=0)
+        now (FibreSpec.tcp_buffer_bytes) unless fixed by set_tcp_buffers, rewritten
+        whenever that moves, so every point has its own buffers (not a left-over)."""
+        need = self.buffer_override or \
+            max((f.tcp_buffer_bytes() for f in self._fibres.values()), default=0)
         if not need or need == self.buffer_bytes:
             return
         for host in self.topo.hosts(sort=True):
@@ -316,6 +347,25 @@ class Network:
         self._size_buffers()
         offload.follow(self)
         return new
+
+    def set_tcp_buffers(self, nbytes: int | None) -> None:
+        """Fix every host's TCP buffer maximum at nbytes (e.g. Linux's default 6 MiB), or
+        None to size it from the fibres (2 x the largest BDP, at least 6 MiB)."""
+        self.buffer_override = nbytes
+        self._size_buffers()
+
+    def set_time_scale(self, k: float) -> None:
+        """Stretch the kernel timers TCP lets a route scale: rto_min (200 ms) becomes
+        k x 200 ms on every host's routes, so that retransmission timeouts, and the
+        restart of slow start after an idle period longer than one, keep their ratio to
+        the dilated round trip. At k = 1 the metric is removed (kernel default)."""
+        if k == self.time_scale:
+            return
+        for host in self.hosts:
+            ipr = self._iprs[host]
+            for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
+                _restate_route(ipr, route, round(RTO_MIN_MS * k) if k != 1 else None)
+        self.time_scale = k
 
     def read_fibre(self, a: str, b: str) -> tuple[tc.Readback, tc.Readback]:
         """Kernel readback of (a->b, b->a) for the fibre between a and b."""

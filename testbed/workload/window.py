@@ -9,7 +9,8 @@ mean of the last `block` steps is within stable_pct of the mean of the `block` b
 warm-up that has not settled by warmup_max_s ends there and says so (settled = False).
 
 The measured window then runs for at least measure_s and min_steps, and on until the 95 %
-interval of AU is within ci_target points or measure_max_s has passed. The interval is
+interval of AU is within ci_target points or measure_max_s has passed (but never ends
+before min_steps: a window of one slow step measures nothing). The interval is
 over batch means (BATCHES contiguous batches of steps), so correlated neighbouring steps
 do not make it look narrower than it is.
 
@@ -150,9 +151,11 @@ class Window:
             return True
         measured = self.measured()
         span = measured[-1].end_s - measured[0].start_s
+        if len(measured) < self.spec.min_steps:
+            return True  # never a window of fewer steps than min_steps
         if span >= self.spec.measure_max_s:
             return False
-        if span < self.spec.measure_s or len(measured) < self.spec.min_steps:
+        if span < self.spec.measure_s:
             return True
         _, ci = au_ci(measured)
         return not ci <= self.spec.ci_target

@@ -26,6 +26,7 @@ BAD_BY_KIND = {
     "rate": ["fast", -1, 0, 1e9, True, "１gbit", math.nan, "10 gbps", []],
     "choice": [5, "nope", True, "", [], "ｒａｗ"],
     "str_list": [5, [], [1], ["9"], [["3"]]],
+    "auto": ["fast", -1, 0, 1e9, True, math.nan, "AUTO", "２", []],
 }
 BAD_TEXT = ["abc", "", "nan", "inf", "-inf", "1e999", "４", "١٢", "-1", "99999999999999999999",
             "1.5.2", "0x10", "1_000", " ", "true", "[1]"]
@@ -54,11 +55,11 @@ def toml_value(v):
 def out_of_range(d):
     """Values just outside a numeric knob's range."""
     out = []
-    if d.kind in ("int", "float"):
+    if d.kind in ("int", "float", "auto"):
         if d.lo is not None:
-            out.append(type(d.lo)(d.lo) - 1 if d.kind == "float" else int(d.lo) - 1)
+            out.append(int(d.lo) - 1 if d.kind == "int" else float(d.lo) - 1)
         if d.hi is not None:
-            out.append(float(d.hi) * 2 + 1 if d.kind == "float" else int(d.hi) + 1)
+            out.append(int(d.hi) + 1 if d.kind == "int" else float(d.hi) * 2 + 1)
     if d.kind == "rate":
         out.append(d.hi * 2)
     return out

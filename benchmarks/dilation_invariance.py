@@ -1,0 +1,100 @@
+"""Benchmark (lab kernel): is a dilated figure the same figure? The same emulated
+scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
+
+    lab/run .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
+
+Scenarios: one worker, 200 Mbit/s, 1,000 and 3,000 km, default and tuned mount (nconnect
+4, 16 MiB read-ahead), 0 and 0.1 % loss; 4 MiB files, batch 2, two readers, prefetch 2,
+400 ms of emulated compute per step (21 MB/s of demand). Runs them as one experiment
+(time_scale is a knob like any other), then prints AU and emulated MB/s per k, and the
+largest deviation from the k with the most headroom (the largest), closing with
+
+    DRIFT au_points=<x> throughput_pct=<y>
+
+Goal: au <= 3 points, throughput <= 5 %. Points any run marked emulator-limited are
+listed and left out of the drift (they describe the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from testbed.experiment import plan as plan_mod  # noqa: E402
+from testbed.experiment import report, runner  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+EXPERIMENT = """
+name = "dilation-invariance"
+description = "The same emulated scenarios at several time scales"
+[fixed]
+workers = 1
+rate = "200mbit"
+[sweep]
+time_scale = [{ks}]
+mount = ["default", "tuned"]
+loss_pct = [0, 0.1]
+distance_km = [1000, 3000]
+[mounts.tuned]
+nconnect = 4
+read_ahead_kb = 16384
+[dataset]
+files = 32
+file_kib = 4096
+[workload]
+batch = 2
+compute_ms = 400
+readers = 2
+prefetch = 2
+measure_s = 10
+measure_max_s = 20
+"""
+KEYS = ["mount", "loss_pct", "distance_km"]
+
+
+def drift(s: pd.DataFrame, ref_k: float) -> tuple[float, float, pd.DataFrame]:
+    """(largest AU deviation, largest throughput deviation %, the table) over scenarios
+    none of whose points was emulator-limited, against k = ref_k."""
+    s = s[s["distance_km"] > 0]
+    table = s.pivot_table(index=KEYS, columns="time_scale",
+                          values=["au_pct", "throughput_MB_s"], aggfunc="mean")
+    marked = s.groupby(KEYS)["emulator_limited"].any()
+    clean = table[~marked.reindex(table.index).fillna(False).astype(bool)]
+    au = clean["au_pct"].sub(clean["au_pct"][ref_k], axis=0).abs().max().max()
+    tp = clean["throughput_MB_s"].div(clean["throughput_MB_s"][ref_k], axis=0).sub(1).abs()
+    return float(au), float(100 * tp.max().max()), table
+
+
+def main() -> int:
+    """Run the scenarios at every k, print the table and the drift."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ks", default="1,2,5,10")
+    ap.add_argument("--out", default=str(REPO / "results" / "dilation-invariance"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    f = out / "experiment.toml"
+    f.write_text(EXPERIMENT.format(ks=args.ks))
+    plan = plan_mod.load(f)
+    runner.run(plan, out, resume=(out / "results.csv").exists())
+    report.build(out, plan)
+    s = pd.read_csv(out / "summary.csv")
+    s["emulator_limited"] = s["emulator_limited"].astype(str).str.lower() == "true"
+    ks = sorted(float(k) for k in args.ks.split(","))
+    au, tp, table = drift(s, ks[-1])
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(table.round(1))
+    marked = s[s["emulator_limited"]]
+    for _, r in marked.iterrows():
+        print(f"emulator-limited: {r['point_id']} ({r['emulator_reason']})")
+    print(f"DRIFT au_points={au:.2f} throughput_pct={tp:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

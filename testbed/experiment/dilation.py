@@ -1,0 +1,103 @@
+"""Time dilation for scenarios the lab cannot carry in real time (DieCast, NSDI 2008;
+time-warped emulation, NSDI 2006): run everything k times slower. Rates / k, delays,
+jitter, emulated compute and timeouts x k, so bytes in flight, windows, queue depths and
+packet counts stay those of the full-speed scenario while the emulator gets k times the
+CPU per byte. Results are reported in emulated units (throughput x k, times / k).
+
+What scales (set by the testbed): the fibres' rates and delays (FibreSpec.time_scale), the
+hosts' route rto_min (so RTOs, and the restart of slow start after an idle RTO, keep their
+ratio to the RTT), NFS timeo, the loader's compute and windows, its read timeout.
+What does not (fixed kernel timers): delayed ACKs (40 ms minimum ATO), TLP's 10 ms floor,
+the initial SYN timeout (1 s), NFSv4 lease renewals; each shrinks, in emulated time, by k.
+
+time_scale = "auto" picks, per point, the smallest k (1, 2, 3, 5, 7, 10, 20, ...) for
+which the point needs at most HEADROOM of the lab kernel's NFS read rate, measured once at
+the start of the run (calibrate); each row records its k.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+from testbed import topology
+from testbed.experiment import explain
+from testbed.experiment.datapaths import drop_caches
+from testbed.experiment.plan import Plan, Point
+from testbed.network.engine import Network
+from testbed.services.nfs import NfsMount, NfsServer
+from testbed.spec import MountSpec
+
+HEADROOM = 0.5  # the emulated scenario may use at most this share of what the lab moves
+CALIBRATION_MIB = 256
+STEPS = (1, 2, 3, 5, 7)
+
+
+def nice_up(x: float) -> float:
+    """The smallest of 1, 2, 3, 5, 7, 10, 20, 30 ... that is >= x."""
+    if x <= 1:
+        return 1.0
+    decade = 10 ** math.floor(math.log10(x))
+    for m in STEPS + (10,):
+        if m * decade >= x - 1e-9:
+            return float(m * decade)
+    return float(10 * decade)
+
+
+def need_MB_s(plan: Plan, point: Point) -> float:
+    """What a point asks the lab to move, in emulated MB/s: the model's read rate of each
+    worker (demand or a bound), summed over the workers of the site."""
+    topo = plan.resolver.topo(point.workers)
+    ra = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
+    rmem = point.tcp_buffer_bytes or \
+        max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
+    return sum(explain.bounds(topo, point, w, ra, rmem, "cubic").predicted / 1e6
+               for w in topology.worker_hosts(topo))
+
+
+def calibrate(seconds_cap: float = 60.0) -> float:
+    """The lab kernel's cold NFS read rate (MB/s, real): one worker at 0 km, a tuned mount
+    (nconnect 4, 16 MiB read-ahead), one 256 MiB file read in 1 MiB requests."""
+    topo = topology.build("apn", {"workers": 1, "distance_km": 0, "rate": "100gbit"})
+    with Network(topo) as net:
+        data = net.scratch("calibration")
+        with open(data / "big.bin", "wb") as fh:
+            for _ in range(CALIBRATION_MIB):
+                fh.write(bytes(1 << 20))
+        server = net.enter(NfsServer(net, "srv", data))
+        with NfsMount(net, "w1", server, MountSpec(nconnect=4, read_ahead_kb=16384)) as m:
+            drop_caches()
+            return _read_rate(m.path / "big.bin", seconds_cap)
+
+
+def _read_rate(path: Path, seconds_cap: float) -> float:
+    buf = bytearray(1 << 20)
+    t0, n = time.monotonic(), 0
+    with open(path, "rb", buffering=0) as fh:
+        while (got := fh.readinto(buf)) and time.monotonic() - t0 < seconds_cap:
+            n += got
+    return n / 1e6 / max(time.monotonic() - t0, 1e-9)
+
+
+def choose(plan: Plan, capacity_MB_s: float) -> Callable[[Point], float]:
+    """k for a point: the smallest nice k that keeps what it needs within HEADROOM of
+    what the lab moves. Points get their own k (a starved far point needs no dilation
+    where its co-located baseline needs much); the invariance benchmark is what makes
+    figures measured at different k comparable, and every row records its k."""
+    room = HEADROOM * capacity_MB_s
+
+    def k_for(point: Point) -> float:
+        return nice_up(need_MB_s(plan, point) / room) if room > 0 else 1.0
+    return k_for
+
+
+def rescale(plan: Plan, k_for: Callable[[Point], float]) -> Plan:
+    """The plan with time_scale "auto" resolved, point by point (the points the search
+    adds later get theirs the same way)."""
+    plan.resolver.auto_scale = k_for
+    points = tuple(plan.resolver.point(dict(p.assignment), plan.id_keys)
+                   for p in plan.points)
+    return dataclasses.replace(plan, points=points)
