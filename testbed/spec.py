@@ -209,18 +209,22 @@ class FibreSpec:
     # --- derived ------------------------------------------------------------------------
     @property
     def us_per_km(self) -> float:
+        """One-way delay per km of this fibre (microseconds)."""
         return self.group_index / SPEED_OF_LIGHT_KM_S * 1e6
 
     @property
     def one_way_delay_ms(self) -> float:
+        """The emulated one-way delay: distance x us/km + equipment delay (ms)."""
         return self.distance_km * self.us_per_km / 1000.0 + self.extra_delay_ms
 
     @property
     def rtt_ms(self) -> float:
+        """The emulated round trip without jitter (ms)."""
         return 2.0 * self.one_way_delay_ms
 
     @property
     def mss_bytes(self) -> int:
+        """TCP's payload per packet at this MTU (timestamps on)."""
         return self.mtu - TCP_HEADER_OVERHEAD
 
     def bdp_bytes(self, rate_mbit: float | None = None) -> int:
@@ -371,6 +375,7 @@ class MountSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MountSpec:
+        """Build from a mapping (TOML, profiles); SpecError naming an unknown field."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:

@@ -99,6 +99,7 @@ class Prediction:
 
     @property
     def MB_s(self) -> float:  # noqa: N802 (units in the name, as elsewhere)
+        """Predicted goodput in MB/s."""
         return self.mbit / 8
 
 

@@ -46,12 +46,15 @@ class SiteTopo(Topo):
     """A Topo whose hosts carry a role and whose fibre links carry a FibreSpec."""
 
     def storage(self, name: str, **opts: Any) -> str:
+        """Add a storage host (it runs nfsd); SpecError for a bad or duplicate name."""
         return self._host(name, "storage", opts)
 
     def worker(self, name: str, **opts: Any) -> str:
+        """Add a GPU worker host; SpecError for a bad or duplicate name."""
         return self._host(name, "worker", opts)
 
     def switch(self, name: str, **opts: Any) -> str:
+        """Add a switch (a Linux bridge in its own namespace)."""
         check_name(name, "switch")
         if name in self.g.node:
             raise SpecError(f"duplicate node {name!r}")
@@ -90,6 +93,7 @@ class SiteTopo(Topo):
 
 @dataclass(frozen=True)
 class TopologyEntry:
+    """A registered topology: its class, file, first doc line and build() parameters."""
     name: str
     cls: type
     path: Path

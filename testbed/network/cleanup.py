@@ -112,10 +112,13 @@ def _kill(rec: state_mod.ProcRecord) -> bool:
 
 
 class _Budget:
+    """The seconds a clean has left (every step takes at most what remains)."""
+
     def __init__(self, seconds: float) -> None:
         self.end = time.monotonic() + seconds
 
     def left(self, cap: float) -> float:
+        """Seconds for the next step: at most cap, at least 0.5, within the deadline."""
         return max(0.5, min(cap, self.end - time.monotonic()))
 
 

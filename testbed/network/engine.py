@@ -101,14 +101,17 @@ class Network:
 
     # --- naming ---------------------------------------------------------------------------
     def namespace(self, node: str) -> str:
+        """The namespace name of `node` in this run."""
         if node not in self.topo.g.node:
             raise SpecError(f"unknown node {node!r}")
         return namespace_name(self.prefix, node)
 
     def netns_path(self, node: str) -> str:
+        """The /run/netns path of node's namespace (for nsenter --net)."""
         return str(NETNS_DIR / self.namespace(node))
 
     def address(self, node: str) -> str:
+        """node's IPv4 address (without prefix length); SpecError for a switch."""
         ip = self.topo.nodeInfo(node).get("ip")
         if not ip:
             raise SpecError(f"node {node!r} has no address (is it a switch?)")
@@ -116,6 +119,7 @@ class Network:
 
     @property
     def hosts(self) -> list[str]:
+        """The topology's hosts (storage and workers), sorted."""
         return list(self.topo.hosts(sort=True))
 
     # --- lifecycle --------------------------------------------------------------------------

@@ -55,18 +55,22 @@ def kernel_time_ns(ancillary: list[tuple[int, int, bytes]]) -> int:
 
 @dataclass(frozen=True)
 class RttStats:
+    """Round-trip samples (ms) and their summary figures."""
     samples_ms: list[float]
 
     @property
     def min_ms(self) -> float:
+        """The smallest sample."""
         return min(self.samples_ms)
 
     @property
     def median_ms(self) -> float:
+        """The median sample."""
         return statistics.median(self.samples_ms)
 
     @property
     def p99_ms(self) -> float:
+        """The 99th percentile (nearest rank)."""
         s = sorted(self.samples_ms)
         return s[min(len(s) - 1, int(math.ceil(0.99 * len(s))) - 1)]
 

@@ -51,6 +51,7 @@ def pid_alive(pid: int, start_time: int | None) -> bool:
 
 @dataclass
 class ProcRecord:
+    """A process a run started: PID, start time (to spot a recycled PID), argv, namespace."""
     pid: int
     start_time: int | None
     argv: list[str]
@@ -59,6 +60,7 @@ class ProcRecord:
 
 @dataclass
 class RunState:
+    """What one run has created so far (see the module docstring); saved on every change."""
     prefix: str
     owner_pid: int = field(default_factory=os.getpid)
     owner_start: int | None = None
@@ -75,9 +77,11 @@ class RunState:
 
     @property
     def path(self) -> Path:
+        """The run's registry file."""
         return STATE_DIR / f"{self.prefix}.json"
 
     def save(self) -> None:
+        """Write the registry atomically (temporary file + rename)."""
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=STATE_DIR, prefix=f".{self.prefix}.")
         with os.fdopen(fd, "w") as fh:
@@ -85,9 +89,11 @@ class RunState:
         os.replace(tmp, self.path)
 
     def discard(self) -> None:
+        """Remove the registry file (the run ended cleanly or was cleaned)."""
         self.path.unlink(missing_ok=True)
 
     def owner_alive(self) -> bool:
+        """Whether the process that owns the run still runs (and is not us)."""
         return self.owner_pid != os.getpid() and pid_alive(self.owner_pid, self.owner_start)
 
     # --- recording helpers (each saves at once: a crash right after loses nothing) -------
@@ -98,38 +104,47 @@ class RunState:
             self.save()
 
     def add_namespace(self, name: str) -> None:
+        """Record a namespace before anything else uses it."""
         self.namespaces.append(name)
         self.save()
 
     def add_proc(self, pid: int, argv: list[str], namespace: str | None = None) -> None:
+        """Record a started process with its start time."""
         self.procs.append(ProcRecord(pid, proc_start_time(pid), list(argv), namespace))
         self.save()
 
     def drop_proc(self, pid: int) -> None:
+        """Forget a process that was stopped."""
         self.procs = [p for p in self.procs if p.pid != pid]
         self.save()
 
     def add_mount(self, path: str) -> None:
+        """Record a mount point (before the mount exists)."""
         self.mounts.append(path)
         self.save()
 
     def drop_mount(self, path: str) -> None:
+        """Forget an unmounted mount point."""
         self.mounts = [m for m in self.mounts if m != path]
         self.save()
 
     def add_nfsd(self, namespace: str) -> None:
+        """Record a namespace in which nfsd is started."""
         self.nfsd_namespaces.append(namespace)
         self.save()
 
     def drop_nfsd(self, namespace: str) -> None:
+        """Forget a namespace whose nfsd was stopped."""
         self.nfsd_namespaces = [n for n in self.nfsd_namespaces if n != namespace]
         self.save()
 
     def add_dir(self, path: str) -> None:
+        """Record a scratch folder (or file) of the run."""
         self.dirs.append(path)
         self.save()
 
     def drop_dir(self, path: str) -> None:
+        """Forget a removed scratch folder."""
         self.dirs = [d for d in self.dirs if d != path]
         self.save()
 

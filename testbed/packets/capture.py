@@ -36,6 +36,7 @@ MAX_FRAME = 65536 + 128  # a GSO frame on veth is up to 64 KiB
 
 @dataclass
 class CaptureResult:
+    """What a capture wrote: its file, packets, bytes, socket drops, duration and what stopped it."""
     path: Path
     packets: int = 0
     bytes: int = 0
@@ -45,6 +46,7 @@ class CaptureResult:
 
 
 class Capture:
+    """A bounded AF_PACKET capture to pcap on one interface (see the module docstring)."""
     def __init__(self, namespace: str, iface: str, path: Path | str, *, count: int = 0,
                  seconds: float = 0.0, max_bytes: int = 0, snaplen: int = MAX_FRAME,
                  buffer_bytes: int = 64 << 20) -> None:
@@ -70,6 +72,9 @@ class Capture:
         self.stop()
 
     def start(self) -> None:
+        """Open the socket in the namespace, bind it to the interface and start the writer thread.
+
+        Raises SpecError when the interface does not exist there."""
         sock = ns_socket(self.namespace, socket.AF_PACKET, socket.SOCK_RAW,
                          socket.htons(ETH_P_ALL))
         try:

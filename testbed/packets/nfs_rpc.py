@@ -56,20 +56,24 @@ class _Xdr:
         self.data, self.pos = data, pos
 
     def u32(self) -> int:
+        """The next XDR unsigned 32-bit integer."""
         (v,) = struct.unpack_from("!I", self.data, self.pos)
         self.pos += 4
         return int(v)
 
     def u64(self) -> int:
+        """The next XDR unsigned 64-bit integer."""
         (v,) = struct.unpack_from("!Q", self.data, self.pos)
         self.pos += 8
         return int(v)
 
     def opaque(self) -> None:
+        """Skip a variable-length XDR opaque (length, bytes, padding)."""
         n = self.u32()
         self.pos += (n + 3) & ~3
 
     def skip(self, n: int) -> None:
+        """Skip n bytes (ValueError past the end)."""
         self.pos += n
 
 
@@ -83,6 +87,7 @@ class _Stream:
     data_segments: int = 0
 
     def add(self, seq: int, payload: bytes, t: float, syn: bool) -> None:
+        """Add one segment's payload at its sequence number (retransmissions keep the last copy's time)."""
         if syn:
             self.base = (seq + 1) & 0xFFFFFFFF
             return
@@ -194,18 +199,18 @@ def _parse_call(body: bytes) -> dict[str, Any] | None:
 
 @dataclass
 class Analysis:
+    """A capture's NFS traffic: one row per RPC, the in-flight timeline and a summary."""
     rpcs: pd.DataFrame
     timeline: pd.DataFrame
     summary: dict[str, Any]
 
 
-def analyse(pcap: Path | str, rate_bps: float = 0.0, rtt_s: float = 0.0,
-            port: int = NFS_PORT) -> Analysis:
-    """Dissect the NFS/RPC traffic in a pcap (frames as seen by the client)."""
-    pcap = Path(pcap)
+def _read_streams(pcap: Path, port: int) -> tuple[dict[tuple[int, bool], _Stream], int]:
+    """The TCP streams of the NFS connections in a pcap, by (client port, to server),
+    and the number of frames read. SpecError for a missing or non-pcap file."""
     if not pcap.is_file():
         raise SpecError(f"no capture file {pcap}")
-    streams: dict[tuple[int, bool], _Stream] = defaultdict(_Stream)  # (client port, to server)
+    streams: dict[tuple[int, bool], _Stream] = defaultdict(_Stream)
     t0: float | None = None
     frames = 0
     try:
@@ -226,36 +231,50 @@ def analyse(pcap: Path | str, rate_bps: float = 0.0, rtt_s: float = 0.0,
             conn = tcp.sport if to_server else tcp.dport
             streams[(conn, to_server)].add(int(tcp.seq), bytes(tcp.payload), t - t0,
                                            bool(int(tcp.flags) & 0x02))
+    return streams, frames
+
+
+def _connection_rpcs(conn: int, calls_stream: _Stream,
+                     replies: _Stream) -> tuple[list[dict[str, Any]], bool]:
+    """One connection's RPCs (calls matched with their replies by XID), and whether its
+    call stream had to be skipped (joined mid-record: no SYN in the capture)."""
+    calls_data, c_starts, c_times = calls_stream.assemble()
+    reply_data, r_starts, r_times = replies.assemble()
+    calls: dict[int, dict[str, Any]] = {}
+    for start, _length, body in _records(calls_data):
+        call = _parse_call(body)
+        if call is None:
+            continue
+        call.update(conn=conn, call_s=_time_at(c_starts, c_times, start))
+        calls[call["xid"]] = call
+    rows: list[dict[str, Any]] = []
+    for start, length, body in _records(reply_data):
+        if len(body) < 8:
+            continue
+        xid, mtype = struct.unpack_from("!II", body)
+        call = calls.pop(xid, None)
+        if mtype != REPLY or call is None:
+            continue
+        call.update(reply_bytes=length, reply_first_s=_time_at(r_starts, r_times, start),
+                    reply_last_s=_time_at(r_starts, r_times, start + length - 1))
+        rows.append(call)
+    rows += [dict(c, reply_bytes=None, reply_first_s=None, reply_last_s=None)
+             for c in calls.values()]  # no reply in the capture
+    return rows, bool(calls_data) and not rows
+
+
+def analyse(pcap: Path | str, rate_bps: float = 0.0, rtt_s: float = 0.0,
+            port: int = NFS_PORT) -> Analysis:
+    """Dissect the NFS/RPC traffic in a pcap (frames as seen by the client): one row per
+    RPC, the in-flight timeline against the BDP (rate x RTT) and a summary."""
+    streams, frames = _read_streams(Path(pcap), port)
     rows: list[dict[str, Any]] = []
     skipped = 0
     for (conn, to_server), stream in sorted(streams.items()):
-        if not to_server:
-            continue
-        calls_data, c_starts, c_times = stream.assemble()
-        replies = streams.get((conn, False), _Stream())
-        reply_data, r_starts, r_times = replies.assemble()
-        calls: dict[int, dict[str, Any]] = {}
-        for start, _length, body in _records(calls_data):
-            call = _parse_call(body)
-            if call is None:
-                continue
-            call.update(conn=conn, call_s=_time_at(c_starts, c_times, start))
-            calls[call["xid"]] = call
-        if calls_data and not calls:
-            skipped += 1  # joined mid-record (no SYN in the capture): not resynchronised
-        for start, length, body in _records(reply_data):
-            if len(body) < 8:
-                continue
-            xid, mtype = struct.unpack_from("!II", body)
-            call = calls.pop(xid, None)
-            if mtype != REPLY or call is None:
-                continue
-            call.update(reply_bytes=length,
-                        reply_first_s=_time_at(r_starts, r_times, start),
-                        reply_last_s=_time_at(r_starts, r_times, start + length - 1))
-            rows.append(call)
-        for call in calls.values():  # no reply in the capture
-            rows.append(dict(call, reply_bytes=None, reply_first_s=None, reply_last_s=None))
+        if to_server:
+            found, skip = _connection_rpcs(conn, stream, streams.get((conn, False), _Stream()))
+            rows += found
+            skipped += skip
     cols = ["conn", "xid", "vers", "op", "offset", "count", "call_s", "reply_first_s",
             "reply_last_s", "reply_bytes"]
     rpcs = pd.DataFrame(rows, columns=cols).sort_values("call_s", ignore_index=True)

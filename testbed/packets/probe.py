@@ -218,6 +218,7 @@ class ProbeReport:
 
     @property
     def loss(self) -> float:
+        """The forward one-way loss: probes sent that never reached the destination."""
         return 1.0 - self.arrived / self.sent
 
     def loss_ci(self, z: float = 1.96) -> tuple[float, float]:
@@ -226,33 +227,41 @@ class ProbeReport:
 
     @property
     def round_trip_loss(self) -> float:
+        """Probes sent whose reply never came back."""
         return 1.0 - self.returned / self.sent
 
     @property
     def reorder_fraction(self) -> float:
+        """The share of arrivals that came after a later probe."""
         return self.reordered / self.arrived if self.arrived else 0.0
 
     def rtt(self, q: float) -> float:
+        """The q-th quantile of the round-trip times (ms)."""
         return _percentile(self.rtt_ms, q) if self.rtt_ms else math.nan
 
     @property
     def rtt_min_ms(self) -> float:
+        """The smallest round trip (ms)."""
         return min(self.rtt_ms) if self.rtt_ms else math.nan
 
     @property
     def rtt_median_ms(self) -> float:
+        """The median round trip (ms)."""
         return statistics.median(self.rtt_ms) if self.rtt_ms else math.nan
 
     @property
     def rtt_p99_ms(self) -> float:
+        """The 99th percentile round trip (ms)."""
         return self.rtt(0.99)
 
     @property
     def one_way_median_ms(self) -> float:
+        """The median one-way delay (ms; all namespaces share one clock)."""
         return statistics.median(self.one_way_ms) if self.one_way_ms else math.nan
 
     @property
     def rtt_mean_ms(self) -> float:
+        """The mean round trip (ms)."""
         return statistics.fmean(self.rtt_ms) if self.rtt_ms else math.nan
 
     @property
@@ -265,6 +274,7 @@ class ProbeReport:
         return _percentile(self.rtt_clear_ms, q) if self.rtt_clear_ms else math.nan
 
     def as_dict(self) -> dict[str, float | int | str]:
+        """The report as plain data (for --json)."""
         lo, hi = self.loss_ci()
         return {
             "src": self.src, "dst": self.dst, "sent": self.sent, "arrived": self.arrived,
@@ -300,6 +310,7 @@ class ProbeReport:
         return lines
 
     def render(self) -> str:
+        """The report as text lines for a person."""
         lo, hi = self.loss_ci()
         return "\n".join([
             f"probe {self.src} -> {self.dst}: {self.sent} ICMP probes every "
@@ -316,17 +327,59 @@ class ProbeReport:
             if self.socket_drops else []))
 
 
-def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
-          interval_s: float = 0.001, payload_bytes: int = 56, linger_s: float = 1.0,
-          src: str = "", dst: str = "") -> ProbeReport:
-    """Send `count` probes from the namespace src_ns to dst_ip (in dst_ns), one every
-    interval_s, then wait linger_s (longer if the RTT is) for the last replies."""
+def _check_args(count: int, interval_s: float, payload_bytes: int) -> None:
     if not 1 <= count <= MAX_COUNT:
         raise SpecError(f"count: must be 1..{MAX_COUNT}, got {count}")
     if not 0 <= interval_s <= 10:
         raise SpecError(f"interval: must be 0..10 s, got {interval_s}")
     if not PAYLOAD.size <= payload_bytes <= 1400:
         raise SpecError(f"payload: must be {PAYLOAD.size}..1400 bytes, got {payload_bytes}")
+
+
+def _send_all(tx: socket.socket, dst_ip: str, ident: int, count: int, interval_s: float,
+              payload_bytes: int) -> list[int]:
+    """Send the probes on schedule; their user-space send times (ns).
+
+    scapy builds the probe once; each send patches in its sequence number and send time
+    and recomputes the checksum, so the timestamp is taken microseconds before sendto()."""
+    template = bytes(ICMP(type=ECHO_REQUEST, id=ident, seq=0, chksum=0)
+                     / Raw(b"\0" * payload_bytes))
+    sent_at: list[int] = []
+    start = time.perf_counter()
+    for seq in range(count):
+        delay = start + seq * interval_s - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        buf = bytearray(template)
+        struct.pack_into("!H", buf, 6, seq & 0xFFFF)
+        now_ns = time.time_ns()
+        sent_at.append(now_ns)
+        PAYLOAD.pack_into(buf, 8, seq, now_ns)
+        struct.pack_into("!H", buf, 2, checksum(bytes(buf)))
+        tx.sendto(buf, (dst_ip, 0))
+    return sent_at
+
+
+def _linger(replies: _Inbox, arrivals: _Inbox, count: int, linger_s: float) -> None:
+    """Wait for the last replies: linger_s, or three RTTs past the last send on a long
+    path (at most 10 s)."""
+    last_send = time.monotonic()
+    deadline = last_send + linger_s
+    while time.monotonic() < deadline:
+        got = len(replies.packets)
+        if got >= count and len(arrivals.packets) >= count:
+            break
+        if got:
+            deadline = max(deadline, last_send + min(3 * _rtt_s(replies.packets[-1]), 10.0))
+        time.sleep(0.02)
+
+
+def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
+          interval_s: float = 0.001, payload_bytes: int = 56, linger_s: float = 1.0,
+          src: str = "", dst: str = "") -> ProbeReport:
+    """Send `count` probes from the namespace src_ns to dst_ip (in dst_ns), one every
+    interval_s, then wait linger_s (longer if the RTT is) for the last replies."""
+    _check_args(count, interval_s, payload_bytes)
     ident = (os.getpid() ^ threading.get_ident()) & 0xFFFF
     tx = _icmp_socket(src_ns)
     tx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_STAMPS)
@@ -338,33 +391,9 @@ def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
                for sock, box, tx_stamps in ((tx, replies, True), (rx, arrivals, False))]
     for t in threads:
         t.start()
-    # scapy builds the probe once; each send patches in its sequence number and send time
-    # and recomputes the checksum, so the timestamp is taken microseconds before sendto().
-    template = bytes(ICMP(type=ECHO_REQUEST, id=ident, seq=0, chksum=0)
-                     / Raw(b"\0" * payload_bytes))
-    sent_at: list[int] = []
     try:
-        start = time.perf_counter()
-        for seq in range(count):
-            delay = start + seq * interval_s - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            buf = bytearray(template)
-            struct.pack_into("!H", buf, 6, seq & 0xFFFF)
-            now_ns = time.time_ns()
-            sent_at.append(now_ns)
-            PAYLOAD.pack_into(buf, 8, seq, now_ns)
-            struct.pack_into("!H", buf, 2, checksum(bytes(buf)))
-            tx.sendto(buf, (dst_ip, 0))
-        last_send = time.monotonic()
-        deadline = last_send + linger_s
-        while time.monotonic() < deadline:
-            got = len(replies.packets)
-            if got >= count and len(arrivals.packets) >= count:
-                break
-            if got:  # a long path: wait three of its RTTs past the last send
-                deadline = max(deadline, last_send + min(3 * _rtt_s(replies.packets[-1]), 10.0))
-            time.sleep(0.02)
+        sent_at = _send_all(tx, dst_ip, ident, count, interval_s, payload_bytes)
+        _linger(replies, arrivals, count, linger_s)
     finally:
         stop.set()
         for t in threads:  # each drains its socket first

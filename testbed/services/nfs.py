@@ -62,6 +62,7 @@ class NfsServer:
 
     @property
     def address(self) -> str:
+        """The server's address (its host's)."""
         return self.net.address(self.node)
 
     def remote_path(self, vers: str) -> str:
@@ -230,6 +231,7 @@ def stop_nfsd(ns_path: str, run_dir: Path, seconds: float = 45.0) -> None:
 
 
 def bdi_of(path: Path) -> Path:
+    """The backing-device folder in sysfs of the filesystem holding `path`."""
     st = os.stat(path)
     return Path(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
 
@@ -340,6 +342,7 @@ class NfsMount:
                         self.worker)
 
     def set_read_ahead(self, kib: int) -> None:
+        """Write the mount's read-ahead (KiB) to its bdi; ServiceError if refused."""
         ra = bdi_of(self.path) / "read_ahead_kb"
         try:
             ra.write_text(str(kib))
@@ -347,6 +350,7 @@ class NfsMount:
             raise ServiceError(f"read_ahead_kb={kib} on {self.path}: {exc.strerror}") from None
 
     def read_ahead_kb(self) -> int:
+        """The mount's read-ahead as the kernel reports it (KiB)."""
         return int((bdi_of(self.path) / "read_ahead_kb").read_text())
 
     def options(self) -> dict[str, str]:
@@ -356,6 +360,7 @@ class NfsMount:
         return opts
 
     def rpc_stats(self) -> dict[str, dict[str, int]]:
+        """The mount's per-operation RPC counters (see mount_rpc_stats)."""
         return mount_rpc_stats(self.path)
 
     def connections(self) -> int:

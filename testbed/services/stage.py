@@ -24,12 +24,14 @@ from testbed.network.engine import Network
 
 @dataclass(frozen=True)
 class StageResult:
+    """What staging copied and how long it took."""
     files: int
     bytes: int
     seconds: float
 
     @property
     def MB_s(self) -> float:
+        """The copy's rate (MB/s)."""
         return self.bytes / 1e6 / self.seconds if self.seconds > 0 else float("nan")
 
 

@@ -84,6 +84,7 @@ class _Stream:
         self.chunks, self.buf = chunks, b""
 
     def read(self, n: int) -> bytes:
+        """The next n bytes of the stream (fewer at its end)."""
         while len(self.buf) < n:
             more = next(self.chunks, b"")
             if not more:
