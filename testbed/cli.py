@@ -4,6 +4,7 @@
     testbed topo show NAME [-p KEY=VALUE ...] [--json]
     testbed up NAME [-p KEY=VALUE ...]          build, print, hold until Ctrl-C, tear down
     testbed clean                               remove leftovers of crashed runs (only ours)
+    testbed knobs                               every knob experiments can set
     testbed run FILE [--out DIR] [--resume] [--check] [-p KNOB=VALUE ...]
     testbed demo [--out DIR] [--check]          the small default experiment
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from testbed.errors import SpecError, TestbedError
 
 log = logging.getLogger("testbed")
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -115,6 +117,21 @@ def cmd_up(args: argparse.Namespace) -> int:
                 signal.pause()
         except KeyboardInterrupt:
             out.print("tearing down")
+    return 0
+
+
+def cmd_knobs(args: argparse.Namespace) -> int:
+    """Print every knob an experiment can fix, sweep or search (the dimension table)."""
+    from testbed.experiment.dimensions import DIMENSIONS
+    table = Table("knob", "unit", "values", "table", "changes", "baseline", "what",
+                  box=None)
+    for d in DIMENSIONS:
+        name = f"{d.name} (fibre.LINK.{d.name})" if d.per_link else d.name
+        where = f"[{d.section}] {d.section_key}" if d.section else ""
+        cells = [name, d.unit, d.describe_range(), where, "live" if d.live else "new testbed",
+                 "" if d.baseline is None else str(d.baseline), d.help]
+        table.add_row(*(escape(c) for c in cells))
+    out.print(table)
     return 0
 
 
@@ -328,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
     sub.add_parser("clean", help="remove leftovers of crashed runs (only ours)").set_defaults(
         func=cmd_clean)
+    sub.add_parser("knobs", help="every knob an experiment can fix, sweep or search").set_defaults(
+        func=cmd_knobs)
     run = sub.add_parser("run", help="run an experiment file (TOML)")
     run.add_argument("file")
     _experiment_args(run)

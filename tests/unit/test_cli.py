@@ -45,7 +45,15 @@ def test_bad_input_is_one_line(args, needle):
 
 
 HELP = [[], ["topo"], ["topo", "list"], ["topo", "show"], ["up"], ["clean"], ["run"],
-        ["demo"], ["probe"], ["analyse"]]
+        ["demo"], ["probe"], ["analyse"], ["knobs"]]
+
+
+def test_knobs_lists_the_dimension_table(capsys):
+    from testbed.experiment.dimensions import DIMENSIONS
+    assert main(["knobs"]) == 0
+    text = capsys.readouterr().out
+    assert all(d.name in text for d in DIMENSIONS)
+    assert "[server] threads" in text and "[mounts.NAME]" in text  # not eaten as markup
 
 
 @pytest.mark.parametrize("args", HELP, ids=lambda a: " ".join(a) or "testbed")
