@@ -78,20 +78,25 @@ def _chunks(i: int, size: int, seed: int) -> Iterator[bytes]:
 
 
 class _Stream:
-    """Reads a chunk iterator as a byte stream (for records that straddle chunks)."""
+    """Reads a chunk iterator as a byte stream (for records that straddle chunks),
+    without copying a chunk per record."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.buf = chunks, b""
+        self.chunks, self.buf, self.pos = chunks, b"", 0
 
     def read(self, n: int) -> bytes:
         """The next n bytes of the stream (fewer at its end)."""
-        while len(self.buf) < n:
-            more = next(self.chunks, b"")
-            if not more:
-                break
-            self.buf += more
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
+        parts = []
+        while n > 0:
+            if self.pos >= len(self.buf):
+                self.buf, self.pos = next(self.chunks, b""), 0
+                if not self.buf:
+                    break
+            take = self.buf[self.pos:self.pos + n]
+            self.pos += len(take)
+            n -= len(take)
+            parts.append(take)
+        return b"".join(parts)
 
 
 def _write_raw(fh: BinaryIO, chunks: Iterator[bytes], size: int, records: int) -> None:

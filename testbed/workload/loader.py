@@ -31,7 +31,7 @@ import random
 import statistics
 import threading
 import time
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,9 +220,20 @@ def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
             if not decide.add(step):
                 break
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        _drain(pool, pending, READ_TIMEOUT_S * time_scale)
     run.warmup_steps, run.settled = decide.warmup_steps, decide.settled
     return run
+
+
+def _drain(pool: Executor, pending: collections.deque[list[Future[int]]],
+           timeout_s: float) -> None:
+    """Cancel the reads not started and wait (bounded) for those under way, so that no
+    read of this run overlaps the teardown or the next point."""
+    futures = [f for batch in pending for f in batch]
+    for f in futures:
+        f.cancel()
+    wait([f for f in futures if not f.cancelled()], timeout=timeout_s)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 NAN_SUMMARY = ("au_pct", "au_ci_pct", "step_s", "step_ci_s", "samples_per_s",

@@ -61,7 +61,7 @@ class WindowSpec:
     min_steps: int = 20
     ci_target: float = 1.0
     stable_pct: float = 10.0
-    block: int = 5
+    block: int = 3
 
     def scaled(self, k: float) -> WindowSpec:
         """The same window with every duration k times longer (time dilation)."""
