@@ -11,6 +11,10 @@ Machine           what the host offers: CPUs (affinity and cgroup quota), their 
                   memory and /dev/shm (where a guest keeps its RAM)
 auto_parallel     lab kernels at once: one free CPU and LAB_MEM of memory each; 1 when
                   unsure
+CpuMeter          what the host's scheduler did to a lab kernel: the CPU time its
+                  processes got and the time they waited, runnable, for a CPU
+                  (/proc/PID/task/*/schedstat). The guest cannot see the second (its own
+                  clock stops with it); it is the sign that kernels starve each other.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ def machine() -> Machine:
     """This host's CPUs (affinity, capped by a cgroup quota), 1-minute load, available
     memory and free /dev/shm; a figure that cannot be read is None."""
     def read(fn: Any) -> Any:
+        """fn(), or None when the figure cannot be read."""
         try:
             return fn()
         except (OSError, ValueError, IndexError):
@@ -161,6 +166,11 @@ class LabKernel:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def meter(self) -> CpuMeter:
+        """A CpuMeter of lab/run and its kernel."""
+        assert self.proc is not None
+        return CpuMeter(self.proc.pid)
+
     def poll(self) -> int | None:
         """lab/run's exit code (the command's), or None while it runs."""
         assert self.proc is not None
@@ -181,3 +191,51 @@ class LabKernel:
         except OSError:
             return ""
         return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+def _children() -> dict[int, list[int]]:
+    """Every process's children (from /proc/*/stat)."""
+    kids: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(p.name))
+    return kids
+
+
+def _schedstat(pid: int) -> tuple[int, int] | None:
+    """(on-CPU ns, runnable-but-waiting ns) summed over a process's threads."""
+    cpu = wait = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            fields = (task / "schedstat").read_text().split()
+            cpu, wait = cpu + int(fields[0]), wait + int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return cpu, wait
+
+
+class CpuMeter:
+    """CPU time and run-queue wait of a process and all its descendants (a lab/run and
+    its kernel's host processes), accumulated over samples: a process that exits keeps
+    what it had at its last sample."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.seen: dict[int, tuple[int, int]] = {}
+
+    def sample(self) -> tuple[float, float]:
+        """Seconds on a CPU and seconds waiting for one, so far."""
+        kids, todo = _children(), [self.root]
+        while todo:
+            pid = todo.pop()
+            stat = _schedstat(pid)
+            if stat is not None:
+                self.seen[pid] = stat
+            todo += kids.get(pid, [])
+        return (sum(c for c, _ in self.seen.values()) / 1e9,
+                sum(w for _, w in self.seen.values()) / 1e9)

@@ -33,6 +33,7 @@ from testbed.experiment.collect import Sink
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
 from testbed.experiment.runner import Listener, Outcome, Quiet, meta_of
+from testbed.experiment import schedule
 from testbed.experiment.schedule import Ledger, Limit
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,8 @@ class Dispatcher:
         """Submit jobs from take(free) while lab kernels are free; handle what comes back
         until nothing is in flight and take has nothing more."""
         while True:
+            if self.limit.adaptive and isinstance(self.pool, DaskPool):
+                self.limit.cap = self.pool.capacity()  # workers come and go
             while len(self.flying) < self.limit.value:
                 job = take(self.limit.value - len(self.flying))
                 if job is None:
@@ -126,6 +129,9 @@ class Dispatcher:
         if ev["run"] in seen:
             return
         seen.add(ev["run"])
+        if schedule.host_mark(ev):
+            log.warning("run %s: its lab kernel waited for a CPU %.0f %% of the time; marked "
+                        "emulator-limited (host)", ev["run"], ev["host_wait_pct"])
         if self.limit.observe(ev["run"], ev["rows"], ev.get("neighbours", 0), epoch):
             log.warning("run %s was emulator-limited beside %d other lab kernel(s): %d at "
                         "once from now on", ev["run"], ev.get("neighbours", 0),
@@ -148,8 +154,8 @@ class Dispatcher:
                 self.outcome.failed.remove(ev["run"])
         elif ev["run"] not in self.outcome.failed:
             self.outcome.failed.append(ev["run"])
-        self.where[ev["run"]] = {"host": ev.get("host", ""),
-                                 "neighbours": ev.get("neighbours", 0)}
+        self.where[ev["run"]] = {k: ev[k] for k in ("host", "neighbours", "host_cpu_pct",
+                                                    "host_wait_pct") if k in ev}
         self.listener.finished(ev["run"], ev["rows"], float(ev.get("seconds", 0.0)))
 
     def requeue(self, run_id: str) -> None:

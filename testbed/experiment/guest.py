@@ -7,8 +7,9 @@ Runner (one testbed per group, torn down in reverse) into JOBDIR, or runs one se
 search there. The host is the only writer of the results folder; this side writes only
 into JOBDIR:
 
-  events.jsonl  one line per finished run, fsynced at once: the run id, its rows, its
-                steps.csv lines and seconds (the host streams them into results.csv)
+  events.jsonl  a line when a run starts, and one when it ends, fsynced at once: the run
+                id, its rows, its steps.csv lines and seconds (the host streams them into
+                results.csv)
   search.json   a search job's search.csv row
   status.json   last: ok with this kernel's environment, or the error (kind and line)
 """
@@ -59,8 +60,17 @@ class EventLog:
         """Ignore."""
 
     def started(self, run_id: str) -> None:
-        """Log it on the console."""
+        """Log it on the console and mark its start in events.jsonl (the host measures
+        its lab kernel's CPU share from here)."""
         log.info("run %s", run_id)
+        self._append({"run": run_id, "started": True})
+
+    def _append(self, event: dict[str, Any]) -> None:
+        """Append one event line and fsync it."""
+        with open(self.jobdir / "events.jsonl", "a") as fh:
+            fh.write(to_json(event) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def _new_steps(self) -> list[str]:
         """steps.csv lines written since the last run (the header excluded)."""
@@ -75,13 +85,9 @@ class EventLog:
         return [l for l in lines if l and not l.startswith(measure_mod.STEP_COLUMNS[0] + ",")]
 
     def finished(self, run_id: str, rows: list[dict[str, Any]], seconds: float) -> None:
-        """Append the run's event line and fsync it."""
-        line = to_json({"run": run_id, "rows": rows, "steps": self._new_steps(),
-                        "seconds": seconds})
-        with open(self.jobdir / "events.jsonl", "a") as fh:
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        """Append the run's event line (rows, steps, seconds) and fsync it."""
+        self._append({"run": run_id, "rows": rows, "steps": self._new_steps(),
+                      "seconds": seconds})
 
 
 def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:

@@ -4,8 +4,10 @@ a thread per lab kernel, and a Dask worker calls for each job it is given.
 run_job writes the job's spec into its own folder REPO/.lab/jobs/<id>-<random> (the lab
 kernel sees the repository read-write), starts `lab/run python -m
 testbed.experiment.guest FOLDER`, and while the kernel runs reads the runs it finishes
-from events.jsonl, tagging each with this host's name and how many other lab kernels of
-this checkout ran beside it (`neighbours`: the honest context of an emulator mark). It
+from events.jsonl, tagging each with this host's name, how many other lab kernels of
+this checkout ran beside it (`neighbours`) and, from the host's scheduler, the share of
+the run's wall time the kernel spent on a CPU and waiting for one (`host_cpu_pct`,
+`host_wait_pct`: a guest cannot see the time it was not scheduled). It
 returns plain data (events, the guest's status, a search row, artefact files such as
 captures), so the result can travel back from a Dask worker. The folder is removed at
 the end; folders whose owner process died are removed by the next job.
@@ -118,18 +120,33 @@ def _read_json(path: Path) -> Any:
         return None
 
 
+def host_share(before: tuple[float, float, float],
+               after: tuple[float, float, float]) -> dict[str, float]:
+    """Between two (wall, cpu, wait) samples of a lab kernel: the share of the wall time
+    its processes ran on a CPU and the share they waited for one, in %."""
+    wall = max(after[0] - before[0], 1e-9)
+    return {"host_cpu_pct": round(100 * (after[1] - before[1]) / wall, 2),
+            "host_wait_pct": round(100 * (after[2] - before[2]) / wall, 2)}
+
+
 def _follow(jd: JobDir, kernel: LabKernel, on_event: Callable[[Event], None] | None,
             stop: threading.Event | None) -> tuple[list[Event], int | None]:
     """Read events while the kernel runs; (events, lab/run's exit code or None if
     stopped)."""
     tail, events = EventTail(jd.path / "events.jsonl"), []
     host, peak = socket.gethostname(), jd.others()
+    meter = kernel.meter()
+    last = (time.monotonic(), *meter.sample())
     while True:
         rc = kernel.poll()
         peak = max(peak, jd.others())
+        now = (time.monotonic(), *meter.sample())
         for ev in tail.read():
-            ev.update(host=host, neighbours=peak)
-            peak = jd.others()
+            if ev.get("started"):
+                peak, last = max(peak, jd.others()), now
+                continue
+            ev.update(host=host, neighbours=peak, **host_share(last, now))
+            peak, last = jd.others(), now
             events.append(ev)
             if on_event is not None:
                 on_event(ev)

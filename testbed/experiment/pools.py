@@ -116,6 +116,7 @@ class DaskPool:
         done: cf.Future[Any] = cf.Future()
 
         def settle(f: Any) -> None:
+            """Pass the Dask future's outcome on to the concurrent one."""
             self._futures.pop(key, None)
             try:
                 done.set_result(f.result())

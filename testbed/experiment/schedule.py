@@ -1,6 +1,10 @@
 """The decisions of a sweep spread over lab kernels, kept apart from any process so that
 they can be tested without a kernel.
 
+host_mark  the host's own emulator evidence: a run during which its lab kernel waited for
+        a host CPU for >= HOST_WAIT_PCT of its wall time is marked emulator-limited
+        (reason "host"), whatever the guest saw: the guest's clock stops with it, so
+        its own marks (cpu, timers) miss a kernel starved by its neighbours.
 Limit   how many lab kernels run at once. `--parallel auto` starts from what the machine
         offers and backs off by one whenever a run comes out emulator-limited while other
         lab kernels of ours ran beside it (fewer kernels cannot help a run that ran
@@ -20,6 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_ATTEMPTS = 2   # a run whose lab kernel died twice is recorded as failed
+# Calibrated on parallel_sweep (2026-12-03, UML 7.2, 2 CPUs): alone on a quiet machine a
+# lab kernel waits 1-3 % of a run's wall time; beside another kernel and others' load 5-19 %,
+# and latency-bound points then lost up to 2.4 AU points.
+HOST_WAIT_PCT = 10.0
 
 
 def _truthy(value: Any) -> bool:
@@ -42,14 +50,36 @@ def ok(rows: list[dict[str, Any]]) -> bool:
     return bool(rows) and all(r.get("status", "ok") == "ok" for r in rows)
 
 
+def host_mark(event: dict[str, Any]) -> bool:
+    """Mark a run's measured rows emulator-limited (reason "host") when its lab kernel
+    waited for a host CPU >= HOST_WAIT_PCT of the run's wall time; True if it did."""
+    if float(event.get("host_wait_pct", 0.0)) < HOST_WAIT_PCT:
+        return False
+    rows = [r for r in event["rows"] if r.get("status", "ok") == "ok"]
+    for row in rows:
+        reasons = [r for r in str(row.get("emulator_reason") or "").split("+") if r]
+        row["emulator_reason"] = "+".join(reasons + (["host"] if "host" not in reasons
+                                                     else []))
+        row["emulator_limited"] = True
+        row["limited_by"] = "emulator"
+    return bool(rows)
+
+
 @dataclass
 class Limit:
-    """Lab kernels at once (see the module docstring)."""
+    """Lab kernels at once (see the module docstring): `cap` is what was asked for, or
+    what the machine or the Dask workers offer (auto; it may change as workers come and
+    go); each back-off takes one away from it."""
 
-    value: int
+    cap: int
     adaptive: bool
     epoch: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def value(self) -> int:
+        """Lab kernels to keep busy now."""
+        return max(1, self.cap - len(self.history)) if self.adaptive else self.cap
 
     def observe(self, run_id: str, rows: list[dict[str, Any]], neighbours: int,
                 job_epoch: int) -> bool:
@@ -60,10 +90,9 @@ class Limit:
         if not (self.adaptive and reasons and neighbours > 0 and job_epoch == self.epoch
                 and self.value > 1):
             return False
-        self.value -= 1
         self.epoch += 1
         self.history.append({"run": run_id, "reasons": reasons, "neighbours": neighbours,
-                             "parallel": self.value})
+                             "parallel": self.value - 1})
         return True
 
 

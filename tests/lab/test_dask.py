@@ -92,6 +92,9 @@ def cluster(tmp_path):
         start(name, [DASK, "worker", address, "--nthreads", "1", "--no-nanny", "--name", name,
                      "--host", "127.0.0.1", "--no-dashboard",
                      "--local-directory", str(tmp_path / name)])
+    from distributed import Client
+    with Client(address, timeout="30s") as c:  # both in, so that each gets a job
+        c.wait_for_workers(2, timeout=60)
     yield address, procs, logs
     for proc in procs.values():
         stop(proc)
@@ -104,7 +107,8 @@ def job_of(pid):
             owner = json.loads((d / "owner.json").read_text())
         except (OSError, ValueError):
             continue
-        if owner["pid"] == pid and (d / "events.jsonl").exists():
+        events = d / "events.jsonl"
+        if owner["pid"] == pid and events.exists() and '"rows"' in events.read_text():
             return d
     return None
 
@@ -127,7 +131,8 @@ def test_a_killed_worker_loses_no_point_and_writes_none_twice(cluster, tmp_path)
     sweep.write_text(SWEEP)
     t0 = time.monotonic()
     client = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(sweep),
-                               "--scheduler", address, "--out", str(out)],
+                               "--scheduler", address, "--parallel", "2",
+                               "--out", str(out)],
                               stdout=open(logs / "client.log", "wb"),
                               stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
     procs["client"] = client

@@ -309,3 +309,40 @@ def test_stale_job_folders_of_dead_owners_are_swept(tmp_path, monkeypatch):
     (live / "owner.json").write_text(json.dumps({"pid": os.getpid(),
                                                  "start": labjob._start_time(os.getpid())}))
     assert labjob.sweep_stale() == [dead] and live.exists() and not dead.exists()
+
+
+def test_host_mark_flags_a_kernel_that_waited_for_a_cpu():
+    rows = [{"status": "ok", "emulator_limited": False, "emulator_reason": "",
+             "limited_by": "latency"}]
+    calm = {"run": "a", "rows": [dict(rows[0])], "host_wait_pct": 2.0}
+    starved = {"run": "b", "rows": [dict(rows[0], emulator_reason="timers")],
+               "host_wait_pct": schedule.HOST_WAIT_PCT}
+    assert not schedule.host_mark(calm) and calm["rows"][0]["emulator_limited"] is False
+    assert schedule.host_mark(starved)
+    assert starved["rows"][0]["emulator_reason"] == "timers+host"
+    assert starved["rows"][0]["limited_by"] == "emulator"
+    failed = {"run": "c", "rows": [{"status": "failed"}], "host_wait_pct": 50.0}
+    assert not schedule.host_mark(failed)
+
+
+def test_a_limit_follows_its_cap_minus_back_offs():
+    limit = schedule.Limit(4, adaptive=True)
+    bad = [{"status": "ok", "emulator_limited": True, "emulator_reason": "host"}]
+    assert limit.observe("a", bad, 1, 0) and limit.value == 3
+    limit.cap = 2            # a Dask worker left
+    assert limit.value == 1
+    limit.cap = 6            # two joined
+    assert limit.value == 5 and limit.history[0]["parallel"] == 3
+
+
+def test_a_host_marked_run_beside_others_backs_off_auto(tmp_path):
+    plan = make_plan(tmp_path)
+
+    def script(spec, n):
+        evs = [dict(event(plan, r, neighbours=1), host_wait_pct=30.0 if n == 1 else 1.0)
+               for r in spec["runs"]]
+        return evs, {}
+
+    d, store = dispatch(plan, tmp_path, script, parallel=2, adaptive=True)
+    assert d.limit.value == 1 and len(csv_runs(store)) == 4
+    assert set(d.ledger.remeasured) <= set(jobs.grid_runs(plan))
