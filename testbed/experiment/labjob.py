@@ -63,11 +63,14 @@ class JobDir:
     def __enter__(self) -> JobDir:
         JOBS.mkdir(parents=True, exist_ok=True)
         sweep_stale()
-        self.path.mkdir()
+        # Made under a hidden name and renamed: another job's sweep never sees it
+        # without its owner.
+        tmp = JOBS / f".{self.path.name}"
+        tmp.mkdir()
         pid = os.getpid()
-        (self.path / "owner.json").write_text(json.dumps({"pid": pid,
-                                                          "start": _start_time(pid)}))
-        (self.path / "job.json").write_text(json.dumps(self.spec))
+        (tmp / "owner.json").write_text(json.dumps({"pid": pid, "start": _start_time(pid)}))
+        (tmp / "job.json").write_text(json.dumps(self.spec))
+        tmp.rename(self.path)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -75,7 +78,7 @@ class JobDir:
 
     def others(self) -> int:
         """Other live job folders of this checkout: lab kernels running beside ours."""
-        return sum(1 for d in JOBS.iterdir() if d != self.path and d.is_dir() and _alive(d))
+        return sum(1 for d in _folders() if d != self.path and _alive(d))
 
     def files(self) -> dict[str, bytes]:
         """Artefacts the guest wrote besides its own files (e.g. capture/<point>/...)."""
@@ -85,10 +88,16 @@ class JobDir:
                 and f.name != self.spec["experiment"]["name"]}
 
 
+def _folders() -> list[Path]:
+    """The job folders (hidden ones are being made)."""
+    if not JOBS.is_dir():
+        return []
+    return [d for d in JOBS.iterdir() if d.is_dir() and not d.name.startswith(".")]
+
+
 def sweep_stale() -> list[Path]:
     """Remove job folders whose owner process is gone (a killed worker's); their paths."""
-    gone = [d for d in JOBS.iterdir() if d.is_dir() and not _alive(d)] if JOBS.is_dir() \
-        else []
+    gone = [d for d in _folders() if not _alive(d)]
     for d in gone:
         shutil.rmtree(d, ignore_errors=True)
     return gone

@@ -346,3 +346,16 @@ def test_a_host_marked_run_beside_others_backs_off_auto(tmp_path):
     d, store = dispatch(plan, tmp_path, script, parallel=2, adaptive=True)
     assert d.limit.value == 1 and len(csv_runs(store)) == 4
     assert set(d.ledger.remeasured) <= set(jobs.grid_runs(plan))
+
+
+def test_job_folders_made_at_once_never_sweep_each_other(tmp_path, monkeypatch):
+    monkeypatch.setattr(labjob, "JOBS", tmp_path / "jobs")
+    spec = {"id": "g", "experiment": {"name": "t.toml"}}
+    with cf.ThreadPoolExecutor(8) as pool:
+        dirs = list(pool.map(lambda _: labjob.JobDir(spec).__enter__(), range(32)))
+    assert all((d.path / "owner.json").exists() and (d.path / "job.json").exists()
+               for d in dirs)
+    assert dirs[0].others() == 31
+    for d in dirs:
+        d.__exit__(None, None, None)
+    assert list((tmp_path / "jobs").iterdir()) == []
