@@ -98,8 +98,8 @@ def _cgroup_cpus() -> float | None:
         return None if quota == "max" else int(quota) / int(period)
     v1 = Path("/sys/fs/cgroup/cpu")
     if (v1 / "cpu.cfs_quota_us").exists():
-        quota = int((v1 / "cpu.cfs_quota_us").read_text())
-        return None if quota <= 0 else quota / int((v1 / "cpu.cfs_period_us").read_text())
+        us = int((v1 / "cpu.cfs_quota_us").read_text())
+        return None if us <= 0 else us / int((v1 / "cpu.cfs_period_us").read_text())
     return None
 
 

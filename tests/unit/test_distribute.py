@@ -359,3 +359,12 @@ def test_job_folders_made_at_once_never_sweep_each_other(tmp_path, monkeypatch):
     for d in dirs:
         d.__exit__(None, None, None)
     assert list((tmp_path / "jobs").iterdir()) == []
+
+
+def test_report_lists_points_in_plan_order_whatever_order_they_arrived(tmp_path):
+    import pandas as pd
+    from testbed.experiment import report
+    plan = make_plan(tmp_path)
+    ids = [p.id for p in plan.points]
+    df = pd.DataFrame({"point_id": [ids[2], "distance_km=1234", ids[0], ids[3], ids[1]]})
+    assert list(report._plan_order(plan, df)["point_id"]) == [*ids, "distance_km=1234"]
