@@ -6,7 +6,8 @@
     testbed clean                               remove leftovers of crashed runs (only ours)
     testbed knobs                               every knob experiments can set
     testbed run FILE [--out DIR] [--resume] [--check] [-p KNOB=VALUE ...]
-    testbed demo [--out DIR] [--check]          the small default experiment
+                [--parallel N|auto] [--scheduler tcp://HOST:PORT]
+    testbed demo [--out DIR] [--check] [...]    the small default experiment
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
 
@@ -194,7 +195,7 @@ class ProgressListener:
 
 
 def _run_experiment(path: Path, args: argparse.Namespace) -> int:
-    from testbed.experiment import check, plan as plan_mod, report, runner
+    from testbed.experiment import check, plan as plan_mod, runner
     plan = plan_mod.load(path, _params(args.param))
     if args.check:
         table, lines = check.describe(plan)
@@ -202,13 +203,51 @@ def _run_experiment(path: Path, args: argparse.Namespace) -> int:
         for line in lines:
             out.print(line, markup=False)
         return 0
-    _need_root("testbed run")
     outdir = Path(args.out) if args.out else Path("results") / plan.name
+    on_host = _on_lab_kernels(args)
+    if not on_host:
+        _need_root("testbed run")
     listener = ProgressListener(out)
     try:
-        outcome = runner.run(plan, outdir, resume=args.resume, listener=listener)
+        if on_host:
+            outcome = _run_distributed(plan, outdir, args, listener)
+        else:
+            outcome = runner.run(plan, outdir, resume=args.resume, listener=listener)
     finally:
         listener.stop()
+    return _report(plan, outdir, outcome)
+
+
+def _on_lab_kernels(args: argparse.Namespace) -> bool:
+    """Whether to measure in lab kernels started from here: asked for (--parallel,
+    --scheduler), or this kernel cannot measure (no netem/nfsd: a build host)."""
+    from testbed import labkernel
+    asked = args.parallel is not None or args.scheduler is not None
+    if os.environ.get("APN_LAB_KERNEL"):
+        if asked:
+            raise SpecError("--parallel and --scheduler start lab kernels from the host: "
+                            "run `testbed run` outside lab/run")
+        return False
+    return asked or not labkernel.can_measure_here()
+
+
+def _run_distributed(plan: Any, outdir: Path, args: argparse.Namespace,
+                     listener: ProgressListener) -> Any:
+    from testbed.experiment import distribute, pools
+    if args.scheduler is not None:
+        pools.check_address(args.scheduler)
+    opts = distribute.Options(parallel=args.parallel or "auto", scheduler=args.scheduler,
+                              overrides=tuple(_params(args.param).items()))
+    outcome = distribute.run(plan, outdir, opts, resume=args.resume, listener=listener)
+    listener.stop()
+    execution = distribute.read_execution(outdir)
+    if execution:
+        out.print(execution, markup=False)
+    return outcome
+
+
+def _report(plan: Any, outdir: Path, outcome: Any) -> int:
+    from testbed.experiment import report
     rep = report.build(outdir, plan)
     out.print(rep.table)
     for line in rep.lines:
@@ -312,6 +351,15 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _parallel(text: str) -> int | str:
+    if text.strip() == "auto":
+        return "auto"
+    value = _count(text)
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"expected auto or 1..64, got {text!r}")
+    return value
+
+
 def _experiment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="output folder (default results/<name>)")
     p.add_argument("--resume", action="store_true", help="skip points already done in --out")
@@ -319,6 +367,13 @@ def _experiment_args(p: argparse.ArgumentParser) -> None:
                    help="validate and print the plan and its estimated run time; touch nothing")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
                    help="fix a knob (replacing its sweep), or repetitions / au_bar")
+    p.add_argument("--parallel", type=_parallel, default=None, metavar="N|auto",
+                   help="measure in N lab kernels at once on this host (default when this "
+                   "kernel has no netem: auto = free CPUs and memory, backing off when "
+                   "points come out emulator-limited)")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="send the points to the Dask workers of this scheduler (each runs "
+                   "its own lab kernels); results are written here as they arrive")
 
 
 def _topology_args(p: argparse.ArgumentParser) -> None:

@@ -44,10 +44,18 @@ def _x_key(plan: Plan) -> Key | None:
     return candidates[0] if candidates else None
 
 
+def _plan_order(plan: Plan, df: pd.DataFrame) -> pd.DataFrame:
+    """The rows with the plan's grid points in the plan's order, then any others (search
+    probes) in the order they were written: runs measured in parallel arrive in any order."""
+    rank = {p.id: i for i, p in enumerate(plan.points)}
+    key = df["point_id"].map(lambda p: rank.get(p, len(rank)))
+    return df.iloc[key.reset_index(drop=True).sort_values(kind="stable").index]
+
+
 def _per_point(plan: Plan, df: pd.DataFrame) -> pd.DataFrame:
     """summary.csv: one row per (point, site) with the point's knob values."""
     by = ["point_id", "site"]
-    s = stats.summarise(df, by)
+    s = stats.summarise(_plan_order(plan, df), by)
     first = df.groupby(by, sort=False).first()
     for key in plan.id_keys:
         s[key.column] = [first.loc[(p, site), key.column] for p, site in zip(s.point_id, s.site)]

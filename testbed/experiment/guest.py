@@ -1,0 +1,139 @@
+"""A job's lab-kernel side: `python -m testbed.experiment.guest JOBDIR`, run by lab/run in a
+fresh lab kernel that the host started for this job (testbed.experiment.labjob).
+
+It reads JOBDIR/job.json (a spec from testbed.experiment.jobs), loads the plan from the
+experiment's text exactly as the host did, and measures the job's runs with the ordinary
+Runner (one testbed per group, torn down in reverse) into JOBDIR, or runs one setting's
+search there. The host is the only writer of the results folder; this side writes only
+into JOBDIR:
+
+  events.jsonl  a line when a run starts, and one when it ends, fsynced at once: the run
+                id, its rows, its steps.csv lines and seconds (the host streams them into
+                results.csv)
+  search.json   a search job's search.csv row
+  status.json   last: ok with this kernel's environment, or the error (kind and line)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from testbed import results
+from testbed.errors import SpecError, TestbedError
+from testbed.experiment import jobs
+from testbed.experiment import measure as measure_mod
+from testbed.experiment import plan as plan_mod
+from testbed.experiment import runner as runner_mod
+from testbed.experiment import search as search_mod
+
+log = logging.getLogger(__name__)
+
+
+def to_json(value: Any) -> str:
+    """One line of JSON; numpy scalars as plain numbers, NaN kept (Python reads it)."""
+    return json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that a reader sees all of it or none (write, fsync, rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+class EventLog:
+    """A runner Listener that appends each finished run to JOBDIR/events.jsonl."""
+
+    def __init__(self, jobdir: Path) -> None:
+        self.jobdir = jobdir
+        self._steps_at = 0
+
+    def planned(self, total: int, done: int) -> None:
+        """Ignore."""
+
+    def started(self, run_id: str) -> None:
+        """Log it on the console and mark its start in events.jsonl (the host measures
+        its lab kernel's CPU share from here)."""
+        log.info("run %s", run_id)
+        self._append({"run": run_id, "started": True})
+
+    def _append(self, event: dict[str, Any]) -> None:
+        """Append one event line and fsync it."""
+        with open(self.jobdir / "events.jsonl", "a") as fh:
+            fh.write(to_json(event) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _new_steps(self) -> list[str]:
+        """steps.csv lines written since the last run (the header excluded)."""
+        path = self.jobdir / "steps.csv"
+        if not path.exists():
+            return []
+        with open(path) as fh:
+            fh.seek(self._steps_at)
+            text = fh.read()
+            self._steps_at = fh.tell()
+        lines = text.splitlines()
+        return [l for l in lines if l and not l.startswith(measure_mod.STEP_COLUMNS[0] + ",")]
+
+    def finished(self, run_id: str, rows: list[dict[str, Any]], seconds: float) -> None:
+        """Append the run's event line (rows, steps, seconds) and fsync it."""
+        self._append({"run": run_id, "rows": rows, "steps": self._new_steps(),
+                      "seconds": seconds})
+
+
+def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
+    """Load the plan from the spec and measure its runs (or its search setting) into
+    jobdir; what happened, for status.json. Raises SpecError as the host's run would."""
+    path = jobdir / spec["experiment"]["name"]
+    path.write_text(spec["experiment"]["text"], encoding="utf-8")
+    plan = plan_mod.load(path, spec["overrides"])
+    store = results.ResultStore(jobdir, measure_mod.columns(plan))
+    if spec.get("seed_csv"):
+        store.csv.write_text(spec["seed_csv"])
+    runner_mod.check_memory(plan)
+    runner_mod.check_capture(plan)
+    with runner_mod.Runner(plan, store, EventLog(jobdir)) as runner:
+        if spec["setting"] is None:
+            for point, rep in jobs.runs_of(plan, spec["runs"]):
+                runner.measure(point, rep)
+            return {"measured": runner.outcome.measured, "failed": runner.outcome.failed}
+        settings = plan_mod.search_settings(plan.resolver.raw)
+        row = search_mod.Search(plan, runner, store, settings[spec["setting"]]).run()
+    write_atomic(jobdir / "search.json", to_json(row))
+    return {"search": True}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the job in JOBDIR (argv[0]); 0 done, 2 bad input, 1 a runtime failure."""
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
+                        "%(message)s")
+    jobdir = Path(args[0]).resolve()
+    spec = json.loads((jobdir / "job.json").read_text())
+    status: dict[str, Any] = {"ok": False, "experiment_path": str(jobdir /
+                                                                  spec["experiment"]["name"])}
+    try:
+        status.update(measure_job(spec, jobdir), ok=True)
+        rc = 0
+    except SpecError as exc:
+        status.update(error="spec", message=str(exc))
+        rc = 2
+    except (TestbedError, OSError) as exc:
+        status.update(error="runtime", message=f"{type(exc).__name__}: {exc}")
+        rc = 1
+    status["environment"] = results.environment()
+    write_atomic(jobdir / "status.json", to_json(status))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
