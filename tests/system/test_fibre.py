@@ -1,11 +1,14 @@
 """The fibre engine on a real kernel: reachability, RTT, loss, rate, readback, live changes,
 crash cleanup and scale.
 
-Tolerances hold in the user-mode-Linux lab kernel (one CPU, measured 2026-12):
+Tolerances (the `tol` fixture, tests/system/conftest.py, says why and where measured):
   RTT      scapy probes: min within [configured, +0.5] ms, median within +1.5 ms, one-way
-           within [half, +1.0] ms; median TCP handshake within [configured - 0.05, +1.5] ms
+           within [half, +1.0] ms, median TCP handshake within [configured - 0.05, +1.5] ms
+           on a direct kernel (user-mode Linux, KVM); under QEMU's software emulation
+           +1.0 / +3.0 / +2.0 / +3.0 ms and at most 1 of 500 probes reordered
   loss     the configured rate lies in the 99.9 % Wilson interval of 3,000 probes, each way
-  rate     one TCP flow within +-10 % of a 200 Mbit/s shaped rate at 29.4 ms RTT
+  rate     one TCP flow within +-10 % of a 200 Mbit/s shaped rate at 29.4 ms RTT (holds
+           under emulation too: 200 Mbit/s is far below what TCG forwards)
 """
 
 import os
@@ -42,18 +45,20 @@ def probe(net, count=1000, src="w1", dst="srv"):
 
 
 @pytest.mark.parametrize("distance_km", [0, 60, 1000, 3000])
-def test_rtt_follows_distance(make_net, distance_km):
+def test_rtt_follows_distance(make_net, distance_km, tol):
     net = make_net("apn", workers=1, distance_km=distance_km, rate="200mbit")
     configured = topology.path_fibre(net.topo, "w1")[0].rtt_ms
     rep = probe(net, count=500)
     assert rep.returned == 500 and rep.socket_drops == 0, rep.render()
-    assert configured <= rep.rtt_min_ms <= configured + 0.5, rep.render()
-    assert rep.rtt_median_ms <= configured + 1.5, rep.render()
-    assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + 1.0, rep.render()
-    assert rep.reordered == 0 and rep.duplicates == 0, rep.render()
+    assert configured <= rep.rtt_min_ms <= configured + tol.rtt_min_ms, rep.render()
+    assert rep.rtt_median_ms <= configured + tol.rtt_median_ms, rep.render()
+    assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + tol.one_way_ms, \
+        rep.render()
+    assert rep.reordered <= tol.reordered_max and rep.duplicates == 0, rep.render()
     tcp = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
                           count=10)  # a second, independent method agrees
-    assert configured - 0.05 <= tcp.median_ms <= configured + 1.5, tcp.samples_ms
+    assert configured - 0.05 <= tcp.median_ms <= configured + tol.tcp_median_ms, \
+        tcp.samples_ms
 
 
 def test_loss_within_binomial_interval(make_net):
