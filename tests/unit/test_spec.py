@@ -134,3 +134,19 @@ def test_window_bound_follows_read_ahead_and_request_size():
     assert window_bound_MB_s(1, mib, None, 256 * mib, 10.0) == pytest.approx(2 * mib / 0.01 / 1e6)
     assert window_bound_MB_s(2, mib, 16384, 4 * mib, 10.0) == pytest.approx(
         2 * 4 * mib / 0.01 / 1e6)
+
+
+def test_mount_transport_rdma_sets_proto_and_port():
+    from testbed.spec import NFS_RDMA_PORT, MountSpec
+    opts = MountSpec(transport="rdma").options().split(",")
+    assert "proto=rdma" in opts and f"port={NFS_RDMA_PORT}" in opts and "proto=tcp" not in opts
+    assert NFS_RDMA_PORT == 20049
+    tcp = MountSpec().options().split(",")
+    assert "proto=tcp" in tcp and not any(o.startswith("port=") for o in tcp)
+    assert MountSpec.from_dict({"transport": "rdma"}).transport == "rdma"
+
+
+def test_mount_transport_is_validated():
+    from testbed.spec import MountSpec
+    with pytest.raises(SpecError, match="transport"):
+        MountSpec(transport="udp")
