@@ -334,7 +334,7 @@ def _run(argv: list[str], log: Path, what: str, timeout: float = 1800, **kw: obj
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
         raise ImageError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)} "
-                         f"(log: {log})")
+                         f"(log: {log.parent.parent / 'build-failed.log'})")
 
 
 @contextmanager
@@ -445,6 +445,10 @@ def build(vm_dir: Path = VM_DIR, progress: bool = True) -> Image:
             elif p.exists():
                 p.unlink()
         say("done")
+    except ImageError:
+        if log.exists():
+            shutil.copy(log, vm_dir / "build-failed.log")  # the error points here
+        raise
     finally:
         if work.exists():
             # mmdebstrap may leave bind mounts behind only on crashes; never follow them.
