@@ -55,14 +55,20 @@ class Tolerances:
     min within +0.5 ms, median within +1.5, one-way within +1.0; TCP handshakes within
     +1.5; no reordering.
 
-    Software emulation (QEMU TCG, e.g. the Vagrant VM without KVM), measured 2026-12-03 on
-    Debian 12's 6.1 on 2 host cores: the emulated CPU runs the guest's network stack 10-50x
-    slower and its vCPU threads share the host's cores, so every packet pays tens of
-    microseconds per hop and a delayed timer or softirq adds whole milliseconds (median
-    +0.9-2.2 ms, p99 up to +17 ms at 1,000 km). Two vCPUs each drain their own backlog, so a
-    probe held on a descheduled vCPU can be overtaken by the next one before netem sees
-    either (1 in 500 seen at 3,000 km): the machine's reordering, not the fibre's. Bounds:
-    min +1.0, median +3.0, one-way +2.0, TCP +3.0, at most 1 probe reordered.
+    Software emulation (QEMU TCG: lab/run --vm, or the Vagrant VM without KVM), measured
+    2026-12-03 with Debian 12's 6.1 on 2 host cores: the emulated CPU runs the guest's network
+    stack 10-50x slower and its vCPU threads share the host's cores, so every packet pays
+    tens of microseconds per hop and a delayed timer, softirq or wake-up adds milliseconds.
+    Seen over configured RTT: lab/run --vm (-cpu max without AVX/ERMS) probe median +0.9 to
+    +2.2 ms; the Vagrant VM (libvirt, Nehalem CPU model, systemd running) probe min +0.4 ms
+    but median +3.7 ms at 3,000 km, TCP handshake medians +3.5 ms at 60 km, +5.9 ms at
+    1,000 km and 2.8 ms at 0 km (a Python connect() per sample, each one a few guest context
+    switches). Two vCPUs each drain their own backlog, so a probe held on a descheduled vCPU
+    can be overtaken by the next one before netem sees either (1 in 500 seen at 3,000 km):
+    the machine's reordering, not the fibre's. What stays exact is the floor netem sets
+    (every minimum >= configured); the bounds above it are: probe min +1.0, median +5.0,
+    one-way +3.0, TCP median +8.0 ms, at most 1 probe reordered. Fidelity goals for absolute
+    delay belong to a KVM or bare-metal lab VM.
     """
 
     kind: str
@@ -75,7 +81,7 @@ class Tolerances:
 
 DIRECT = dict(rtt_min_ms=0.5, rtt_median_ms=1.5, one_way_ms=1.0, tcp_median_ms=1.5,
               reordered_max=0)
-EMULATED = dict(rtt_min_ms=1.0, rtt_median_ms=3.0, one_way_ms=2.0, tcp_median_ms=3.0,
+EMULATED = dict(rtt_min_ms=1.0, rtt_median_ms=5.0, one_way_ms=3.0, tcp_median_ms=8.0,
                 reordered_max=1)
 
 

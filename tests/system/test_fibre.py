@@ -5,7 +5,8 @@ Tolerances (the `tol` fixture, tests/system/conftest.py, says why and where meas
   RTT      scapy probes: min within [configured, +0.5] ms, median within +1.5 ms, one-way
            within [half, +1.0] ms, median TCP handshake within [configured - 0.05, +1.5] ms
            on a direct kernel (user-mode Linux, KVM); under QEMU's software emulation
-           +1.0 / +3.0 / +2.0 / +3.0 ms and at most 1 of 500 probes reordered
+           +1.0 / +5.0 / +3.0 / +8.0 ms and at most 1 of 500 probes reordered; back at
+           0 km the TCP median must be below the same allowance
   loss     the configured rate lies in the 99.9 % Wilson interval of 3,000 probes, each way
   rate     one TCP flow within +-10 % of a 200 Mbit/s shaped rate at 29.4 ms RTT (holds
            under emulation too: 200 Mbit/s is far below what TCG forwards)
@@ -105,7 +106,7 @@ def test_kernel_state_read_back(make_net):
     assert net.read_sysctl("w1", "net.ipv4.tcp_congestion_control") == "cubic"
 
 
-def test_live_reconfiguration_and_back_to_zero(make_net):
+def test_live_reconfiguration_and_back_to_zero(make_net, tol):
     net = make_net("apn", workers=1, distance_km=0, rate="100mbit")
     new = net.set_fibre("srv", "s1", distance_km=2000, loss_pct=0.5, rate_mbit=150,
                         jitter_ms=0.2)
@@ -124,7 +125,7 @@ def test_live_reconfiguration_and_back_to_zero(make_net):
         assert (got.delay_ms, got.loss_pct, got.jitter_ms) == (0, 0, 0)
         assert got.rate_mbit == pytest.approx(100)
     rtt = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"), 10)
-    assert rtt.median_ms < 1.5
+    assert rtt.median_ms < tol.tcp_median_ms  # 2,000 km was 19.6 ms
 
 
 def _ours():

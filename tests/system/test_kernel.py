@@ -3,7 +3,7 @@
 Tolerances: TCP handshake RTT at 15 ms one-way is 30.4-30.9 ms in user-mode Linux
 (measured 2026-12), so its median must lie in [30.0, 32.0] ms on a direct kernel; under
 QEMU's software emulation 32.64 ms was seen (the `tol` fixture in conftest.py says why), so
-the bound there is 33.5 ms (30.5 + the emulated TCP allowance of 3.0). Loss is judged by a
+the bound there is 38.5 ms (30.5 + the emulated TCP allowance of 8.0). Loss is judged by a
 99.9 % Wilson interval. These fail on a kernel without sch_netem or nfsd (no skip)."""
 
 import hashlib
