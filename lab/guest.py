@@ -3,8 +3,9 @@
 Both routes hand the guest's console to the host's stdout. The script:
   - turns off the console's LF -> CRLF translation (the console is a tty in the guest);
   - exports a small, explicit environment (PATH with the repo's venv, the caller's TERM/LANG
-    and APN_*/TESTBED_*/PYTEST_* variables) plus APN_LAB_KERNEL (uml/qemu-tcg/qemu-kvm) and
-    APN_STDOUT_TTY (1 when the host's stdout is a terminal);
+    and APN_*/TESTBED_*/PYTEST_* variables) plus APN_LAB_KERNEL (uml/qemu-tcg/qemu-kvm),
+    APN_LAB_HOST_CPU (the host's CPUs, for reports) and APN_STDOUT_TTY (1 when the host's
+    stdout is a terminal);
   - when the host's stdout is NOT a terminal, runs the command with its output through a
     pipe, so that programs see what the host user sees (no progress bars or colour codes
     in `lab/run ... > log`);
@@ -27,6 +28,17 @@ PASS_ENV = ("TERM", "LANG", "LC_ALL", "CI", "COLUMNS", "NO_COLOR", "FORCE_COLOR"
 PASS_PREFIXES = ("APN_", "TESTBED_", "PYTEST_")
 
 
+def host_cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """"N x MODEL" of the host: a guest under emulation cannot see what it runs on."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return f"{os.cpu_count()} x unknown CPU"
+    model = next((line.split(":", 1)[1].strip() for line in lines
+                  if line.startswith("model name")), "unknown CPU")
+    return f"{os.cpu_count()} x {model}"
+
+
 def guest_env(repo: Path, kernel_kind: str, stdout_tty: bool,
               environ: dict[str, str] | None = None) -> dict[str, str]:
     """The command's environment in the guest."""
@@ -40,6 +52,7 @@ def guest_env(repo: Path, kernel_kind: str, stdout_tty: bool,
         if key in PASS_ENV or key.startswith(PASS_PREFIXES):
             env[key] = value
     env["APN_LAB_KERNEL"] = kernel_kind
+    env["APN_LAB_HOST_CPU"] = host_cpu()
     env["APN_STDOUT_TTY"] = "1" if stdout_tty else "0"
     # The checkout may belong to another user than the guest's root (a 9p share of a user's
     # files): git then refuses it unless it is named safe (meta.json records the commit).
