@@ -192,9 +192,9 @@ def test_shares_become_virtfs_and_kernel_arguments():
     assert len(virtfs) == 3 and "readonly=on" in virtfs[2] and "readonly" not in virtfs[0]
     assert all("security_model=none" in v for v in virtfs)
     append = argv[argv.index("-append") + 1].split()
-    assert "apn_share=repo,/work/r,rw,cache=loose" in append
-    assert "apn_share=run,/apn-run,rw,cache=loose" in append
-    assert "apn_share=git,/work/main/.git,ro,cache=loose" in append
+    assert "apn_share=repo,/work/r,rw,cache=mmap" in append
+    assert "apn_share=run,/apn-run,rw,cache=mmap" in append
+    assert "apn_share=git,/work/main/.git,ro,cache=mmap" in append
     assert "apn_run=/apn-run" in append
 
 
