@@ -326,10 +326,16 @@ class NfsServerSpec:
                 raise SpecError(f"{name}: must be 10..3600 s, got {getattr(self, name)!r}")
 
 
+MOUNT_TRANSPORTS = ("tcp", "rdma")
+NFS_RDMA_PORT = 20049  # IANA's NFS over RDMA port (RFC 5666)
+
+
 @dataclass(frozen=True)
 class MountSpec:
     """How a GPU worker mounts the export (kernel NFS client options).
 
+    transport: "tcp" or "rdma" (NFS over RDMA: proto=rdma, port 20049, RFC 5666; needs an
+    RDMA device in the worker's and the server's namespaces, services.rdma);
     read_ahead_kb: written to the mount's bdi (None keeps the kernel default, 128 KiB);
     actimeo_s: attribute cache time (None = kernel default); nocto: no close-to-open;
     hard/soft with timeo_ds (tenths of a second) and retrans; fsc: read through the
@@ -347,9 +353,13 @@ class MountSpec:
     timeo_ds: int = 600
     retrans: int = 2
     fsc: bool = False
+    transport: str = "tcp"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vers", str(self.vers))
+        if self.transport not in MOUNT_TRANSPORTS:
+            raise SpecError(f"transport: {self.transport!r} is not one of "
+                            f"{', '.join(MOUNT_TRANSPORTS)}")
         if self.vers not in NFS_VERSIONS:
             raise SpecError(f"vers: unknown NFS version {self.vers!r}; known: "
                             f"{', '.join(NFS_VERSIONS)}")
@@ -390,7 +400,9 @@ class MountSpec:
 
     def options(self, fsc_tag: str = "") -> str:
         """The -o string for mount.nfs; fsc_tag names this client's cache volume."""
-        opts = [f"vers={self.vers}", "proto=tcp", f"rsize={self.rsize}", f"wsize={self.wsize}",
+        proto = ["proto=tcp"] if self.transport == "tcp" else \
+            ["proto=rdma", f"port={NFS_RDMA_PORT}"]
+        opts = [f"vers={self.vers}", *proto, f"rsize={self.rsize}", f"wsize={self.wsize}",
                 "hard" if self.hard else "soft", f"timeo={self.timeo_ds}",
                 f"retrans={self.retrans}", "retry=0"]
         if self.nconnect > 1:

@@ -87,6 +87,11 @@ def fscache_stats() -> dict[str, int]:
     return out
 
 
+def _fs_used(path: Path) -> int:
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
 class CacheFiles:
     """cachefilesd serving one run's FS-Cache (see the module docstring)."""
 
@@ -100,6 +105,7 @@ class CacheFiles:
         self.dir: Path | None = None
         self.proc: subprocess.Popen[Any] | None = None
         self._stack = ExitStack()  # this cache's own teardown (a run may use several)
+        self._base_used: int | None = None  # bytes in use on the cache fs at start
 
     def __enter__(self) -> CacheFiles:
         self.start()
@@ -172,14 +178,23 @@ class CacheFiles:
                 raise ServiceError(f"cachefilesd exited ({self.proc.returncode}): {tail[0]}")
             if (self.dir / "cache").is_dir() and (self.dir / "graveyard").is_dir():
                 log.info("FS-Cache active in %s", self.dir)
+                self._base_used = _fs_used(self.dir)
                 return
             time.sleep(0.05)
         raise ServiceError(f"cachefilesd did not bind the cache in {self.dir} within 15 s")
 
     def used_bytes(self) -> int:
-        """Bytes the cache holds on its filesystem (allocated blocks of its files)."""
+        """Bytes the cache holds on its filesystem.
+
+        On the run's own cache filesystem: the blocks in use beyond those in use when the
+        cache started (statvfs). Objects still in use are unlinked temporary files on
+        kernels before the netfs rewrite (Debian 12's 6.1: cachefiles links them in only
+        when the cookie is withdrawn), so walking the folder finds nothing while the cache
+        fills. In a folder of the user's: the allocated blocks of the files under it."""
         if self.dir is None:
             return 0
+        if self.wanted_dir is None and self._base_used is not None:
+            return max(0, _fs_used(self.dir) - self._base_used)
         total = 0
         for root, _dirs, files in os.walk(self.dir):
             for name in files:

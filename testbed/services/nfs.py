@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -189,6 +190,30 @@ class NfsServer:
             raise ServiceError(f"cannot read nfsd threads in {self.node}: {_last_line(proc)}")
         return int(proc.stdout.strip() or 0)
 
+    def portlist(self) -> list[str]:
+        """nfsd's listeners in this namespace as the kernel lists them ("tcp 2049", ...)."""
+        proc = _run(self._argv(self._control("cat /proc/fs/nfsd/portlist")), 30,
+                    "nfsd portlist")
+        if proc.returncode != 0:
+            raise ServiceError(f"cannot read nfsd's portlist in {self.node}: "
+                               f"{_last_line(proc)}")
+        return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+
+    def listen(self, transport: str, port: int) -> list[str]:
+        """Add a listener (e.g. "rdma", 20049: NFS over RDMA, needs the rpcrdma module and
+        an RDMA device in this namespace) and return the portlist read back."""
+        if transport not in ("tcp", "rdma") or not 0 < port < 65536:
+            raise ServiceError(f"nfsd listener {transport} {port}: transport must be tcp or "
+                               "rdma and port 1-65535")
+        if f"{transport} {port}" not in self.portlist():
+            proc = _run(self._argv(self._control(
+                f"echo '{transport} {port}' > /proc/fs/nfsd/portlist")), 30,
+                f"nfsd listen {transport} {port}")
+            if proc.returncode != 0:
+                raise ServiceError(f"nfsd in {self.node} cannot listen on {transport} "
+                                   f"{port}: {_last_line(proc)}")
+        return self.portlist()
+
     def kill(self) -> None:
         """Stop serving abruptly (threads to 0), as a crashed server would."""
         proc = _run(self._argv(self._control("rpc.nfsd 0")), 30, "rpc.nfsd 0")
@@ -228,6 +253,20 @@ def stop_nfsd(ns_path: str, run_dir: Path, seconds: float = 45.0) -> None:
     log.debug("stop nfsd: %s", proc.stderr.strip().replace("\n", "; "))
     if proc.returncode != 0:
         log.warning("stopping nfsd in %s: %s", ns_path, _last_line(proc))
+
+
+UDEV_CONTROL = Path("/run/udev/control")
+
+
+def settle_udev(timeout_s: int = 30) -> None:
+    """Wait until udev has handled every queued kernel event, if udev runs here (a lab
+    kernel started without it has nothing to wait for)."""
+    if not UDEV_CONTROL.exists() or shutil.which("udevadm") is None:
+        return
+    proc = _run(["udevadm", "settle", f"--timeout={timeout_s}"], timeout_s + 10,
+                "udevadm settle")
+    if proc.returncode != 0:
+        log.warning("udevadm settle: %s", _last_line(proc))
 
 
 def bdi_of(path: Path) -> Path:
@@ -342,12 +381,24 @@ class NfsMount:
                         self.worker)
 
     def set_read_ahead(self, kib: int) -> None:
-        """Write the mount's read-ahead (KiB) to its bdi; ServiceError if refused."""
+        """Write read_ahead_kb on the mount's bdi once udev is done with it, and read it back.
+
+        nfs-utils >= 2.6 (Debian 12's nfs-common) installs a udev rule (99-nfs.rules) that
+        runs nfsrahead for every new NFS bdi and writes the configured default read-ahead
+        (128 KiB unless /etc/nfs.conf [nfsrahead] says otherwise). udev does that after
+        mount(8) has returned, so on a system running udev (the Vagrant VM) it overwrote
+        our value: the tuned mount read back 128. Where udev runs we wait for its queue to
+        drain first (udevadm settle); the read-back catches any other writer."""
+        settle_udev()
         ra = bdi_of(self.path) / "read_ahead_kb"
         try:
             ra.write_text(str(kib))
         except OSError as exc:
             raise ServiceError(f"read_ahead_kb={kib} on {self.path}: {exc.strerror}") from None
+        got = self.read_ahead_kb()
+        if got != kib - kib % 4:  # the kernel keeps whole 4 KiB pages
+            raise ServiceError(f"read_ahead_kb on {self.path} ({ra.parent.name}) reads back "
+                               f"{got}, not {kib}: something else sets it")
 
     def read_ahead_kb(self) -> int:
         """The mount's read-ahead as the kernel reports it (KiB)."""

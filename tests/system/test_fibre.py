@@ -1,12 +1,15 @@
 """The fibre engine on a real kernel: reachability, RTT, loss, rate, readback, live changes,
 crash cleanup and scale.
 
-Tolerances hold in the user-mode-Linux lab kernel (one CPU, measured 2026-12):
-  RTT      scapy probes (kernel send and receive times): min within [configured, +0.5] ms,
-           median within +0.5 ms (measured +0.003 to +0.16, 2026-12-03), one-way within
-           [half, +1.0] ms; median TCP handshake within [configured - 0.05, +1.5] ms
+Tolerances (the `tol` fixture, tests/system/conftest.py, says why and where measured):
+  RTT      scapy probes: min within [configured, +0.5] ms, median within +0.5 ms, one-way
+           within [half, +1.0] ms, median TCP handshake within [configured - 0.05, +1.5] ms
+           on a direct kernel (user-mode Linux, KVM); under QEMU's software emulation
+           +1.0 / +5.0 / +3.0 / +8.0 ms and at most 1 of 500 probes reordered; back at
+           0 km the TCP median must be below the same allowance
   loss     the configured rate lies in the 99.9 % Wilson interval of 3,000 probes, each way
-  rate     one TCP flow within +-10 % of a 200 Mbit/s shaped rate at 29.4 ms RTT
+  rate     one TCP flow within +-10 % of a 200 Mbit/s shaped rate at 29.4 ms RTT (holds
+           under emulation too: 200 Mbit/s is far below what TCG forwards)
 """
 
 import os
@@ -43,19 +46,21 @@ def probe(net, count=1000, src="w1", dst="srv"):
 
 
 @pytest.mark.parametrize("distance_km", [0, 60, 1000, 3000])
-def test_rtt_follows_distance(make_net, distance_km):
+def test_rtt_follows_distance(make_net, distance_km, tol):
     net = make_net("apn", workers=1, distance_km=distance_km, rate="200mbit")
     configured = topology.path_fibre(net.topo, "w1")[0].rtt_ms
     rep = probe(net, count=500)
     assert rep.returned == 500 and rep.socket_drops == 0, rep.render()
     assert rep.kernel_sent == 500, rep.render()  # send times are the kernel's, not Python's
-    assert configured <= rep.rtt_min_ms <= configured + 0.5, rep.render()
-    assert rep.rtt_median_ms <= configured + 0.5, rep.render()
-    assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + 1.0, rep.render()
-    assert rep.reordered == 0 and rep.duplicates == 0, rep.render()
+    assert configured <= rep.rtt_min_ms <= configured + tol.rtt_min_ms, rep.render()
+    assert rep.rtt_median_ms <= configured + tol.rtt_median_ms, rep.render()
+    assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + tol.one_way_ms, \
+        rep.render()
+    assert rep.reordered <= tol.reordered_max and rep.duplicates == 0, rep.render()
     tcp = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
                           count=10)  # a second, independent method agrees
-    assert configured - 0.05 <= tcp.median_ms <= configured + 1.5, tcp.samples_ms
+    assert configured - 0.05 <= tcp.median_ms <= configured + tol.tcp_median_ms, \
+        tcp.samples_ms
 
 
 def test_loss_within_binomial_interval(make_net):
@@ -102,7 +107,7 @@ def test_kernel_state_read_back(make_net):
     assert net.read_sysctl("w1", "net.ipv4.tcp_congestion_control") == "cubic"
 
 
-def test_live_reconfiguration_and_back_to_zero(make_net):
+def test_live_reconfiguration_and_back_to_zero(make_net, tol):
     net = make_net("apn", workers=1, distance_km=0, rate="100mbit")
     new = net.set_fibre("srv", "s1", distance_km=2000, loss_pct=0.5, rate_mbit=150,
                         jitter_ms=0.2)
@@ -121,7 +126,7 @@ def test_live_reconfiguration_and_back_to_zero(make_net):
         assert (got.delay_ms, got.loss_pct, got.jitter_ms) == (0, 0, 0)
         assert got.rate_mbit == pytest.approx(100)
     rtt = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"), 10)
-    assert rtt.median_ms < 1.5
+    assert rtt.median_ms < tol.tcp_median_ms  # 2,000 km was 19.6 ms
 
 
 def _ours():

@@ -174,7 +174,9 @@ def test_fscache_serves_the_second_read_locally(site):
     assert sha(m.path / f.name) == sha(f)
     assert m.rpc_stats()["READ"]["ops"] == reads_cold  # nothing fetched again
     after = fscache_stats()
-    assert any(after.get(k, 0) > before.get(k, 0) for k in after if "read" in k.lower())
+    # "IO: rd=" counts reads served by the cache (the same name on 6.1 and 7.x; the other
+    # read counters differ between the kernels' fscache versions).
+    assert after.get("IO.rd", 0) > before.get("IO.rd", 0), (before, after)
     cache_dir = cache.dir
     net.stop()
     assert not cache_dir.exists()

@@ -124,3 +124,17 @@ def test_mount_options_fsc_and_v3():
         MountSpec(fsc="yes")
 
 
+def test_mount_transport_rdma_sets_proto_and_port():
+    from testbed.spec import NFS_RDMA_PORT, MountSpec
+    opts = MountSpec(transport="rdma").options().split(",")
+    assert "proto=rdma" in opts and f"port={NFS_RDMA_PORT}" in opts and "proto=tcp" not in opts
+    assert NFS_RDMA_PORT == 20049
+    tcp = MountSpec().options().split(",")
+    assert "proto=tcp" in tcp and not any(o.startswith("port=") for o in tcp)
+    assert MountSpec.from_dict({"transport": "rdma"}).transport == "rdma"
+
+
+def test_mount_transport_is_validated():
+    from testbed.spec import MountSpec
+    with pytest.raises(SpecError, match="transport"):
+        MountSpec(transport="udp")
