@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from testbed.errors import SpecError
-from testbed.spec import NFS_VERSIONS, parse_rate, parse_text
+from testbed.spec import MOUNT_TRANSPORTS, NFS_VERSIONS, parse_rate, parse_text
 from testbed.workload import ACCESS, FORMATS, READER_KINDS
 
 TARGETS = ("fibre", "topology", "server", "dataset", "mount", "loader", "data_path", "run",
@@ -253,6 +253,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
               section="mounts"),
     Dimension("nconnect", "int", "", "mount", "TCP connections per mount", 1, 16,
               section="mounts"),
+    Dimension("transport", "choice", "", "mount", "NFS transport (rdma: port 20049, soft-RoCE)",
+              choices=MOUNT_TRANSPORTS, section="mounts"),
     Dimension("read_ahead_kb", "int", "KiB", "mount", "read-ahead", 0, MiB_KIB * MiB_KIB,
               section="mounts"),
     Dimension("actimeo_s", "int", "s", "mount", "attribute cache time", 0, 86_400,

@@ -82,7 +82,7 @@ def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
     path = model.Path(rtt_s=sum(s.rtt_ms for s in specs) / 1000.0,
                       share_Bps=share_Bps(topo, point, worker), loss=1 - keep,
                       mtu=int(point.value("mtu")), connections=m.nconnect,
-                      buffer_bytes=rmem_max, cc=cc)
+                      buffer_bytes=rmem_max, cc=cc, transport=m.transport)
     sample = point.dataset.sample_bytes(wl.access)
     reading = model.Reading(readers=min(wl.readers, wl.prefetch * wl.batch),
                             sample_bytes=sample, read_bytes=wl.read_kib << 10,

@@ -32,7 +32,7 @@ from testbed.services.nfs import NfsMount
 
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
        "site")
-PATH = ("path_km", "rtt_ms", "path_rate_mbit", "path_loss_pct", "mss_bytes")
+PATH = ("time_scale_k", "path_km", "rtt_ms", "path_rate_mbit", "path_loss_pct", "mss_bytes")
 METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
 STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
                 "samples", "measured")
@@ -83,7 +83,8 @@ def base_row(plan: Plan, point: Point, rep: int, worker: str, site_name: str) ->
     row: dict[str, Any] = dict.fromkeys(columns(plan), math.nan)
     row.update({"point": point.run_id(rep), "repetition": rep, "status": "ok", "reason": "",
                 "baseline": point.is_baseline, "baseline_point": point.baseline_id,
-                "worker": worker, "site": site_name})
+                "worker": worker, "site": site_name,
+                "time_scale_k": point.time_scale})  # the k a time_scale of "auto" chose
     for key, value in point.ident:
         row[key.column] = format_value(value) if isinstance(value, tuple) else value
     for key, value in point.settings:

@@ -17,6 +17,7 @@ from testbed import topology
 from testbed.experiment.plan import Point
 from testbed.network.engine import Network
 from testbed.services.nfs import NfsServer
+from testbed.services.rdma import rdma_site
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class Site:
         self.net = Network(self.topo)
         self.server: NfsServer | None = None
         self.dataset_s = 0.0
+        self.rdma = False
 
     @property
     def workers(self) -> list[str]:
@@ -89,6 +91,18 @@ class Site:
             self.net.set_fibre_spec(name, spec)
         self.net.set_tcp_buffers(point.tcp_buffer_bytes)
         self.net.set_time_scale(point.time_scale)
+        if point.mount.transport == "rdma":
+            self._enable_rdma()
+
+    def _enable_rdma(self) -> None:
+        """Soft-RoCE on the storage host and every worker, nfsd listening on RDMA: once per
+        site, the first time a point mounts over RDMA (undone with the network). Fails
+        with the reason on a kernel whose soft-RoCE cannot live in a namespace."""
+        if self.rdma:
+            return
+        assert self.server is not None
+        rdma_site(self.net, self.server, self.workers)
+        self.rdma = True
 
     def fibre_counters(self) -> dict[str, tuple[int, int, int]]:
         """Per fibre, its storage-to-GPU direction's (netem drops, bytes sent, htb

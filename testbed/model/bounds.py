@@ -6,7 +6,10 @@ Per worker, every bound is a read rate (bytes/s):
   compute  the accelerator's demand at 100 % AU: batch x sample / compute time
   fibre    the line rate's fair share (every span on the path divided among the workers
            crossing it), times the payload share of a frame (MSS / (MTU + 14))
-  window   the TCP buffers: nconnect x (tcp_rmem max / 2) / RTT
+  window   the TCP buffers: nconnect x (tcp_rmem max / 2) / RTT; over NFS/RDMA soft-RoCE's
+           own window instead: 128 unacknowledged packets per queue pair
+           (RXE_MAX_UNACKED_PSNS) x the RoCE path MTU (1 KiB on a 1,500-byte link, 4 KiB
+           at 9,000) per RTT
   loss     the TCP response to random loss per connection (testbed.tcp_model: Mathis for
            reno, RFC 8312's response function for cubic), times nconnect
   latency  per-file and per-request round trips times the loader's depth: an event
@@ -29,6 +32,10 @@ from testbed import tcp_model
 
 PAGE = 4096
 ETH_HEADER = 14
+RXE_UNACKED = 128                            # soft-RoCE's packets in flight per queue pair
+ROCE_MTUS = (4096, 2048, 1024, 512, 256)     # InfiniBand MTUs a RoCE path can take
+RXE_MAX_HDR = 80                             # rxe's RXE_MAX_HDR_LENGTH: the MTU's headroom
+ROCE_HEADERS = 20 + 8 + 12 + 4 + 4           # IPv4, UDP, BTH, AETH, ICRC of a read reply
 LABELS = ("compute", "fibre", "window", "loss", "latency", "emulator")
 
 
@@ -44,11 +51,19 @@ class Path:
     connections: int = 1
     buffer_bytes: int = 6 << 20
     cc: str = "cubic"
+    transport: str = "tcp"
 
     @property
     def mss(self) -> int:
-        """TCP payload per packet (timestamps on)."""
+        """Payload per packet: TCP's (timestamps on), or the RoCE path MTU over RDMA."""
+        if self.transport == "rdma":
+            return roce_mtu(self.mtu)
         return tcp_model.mss_bytes(self.mtu)
+
+
+def roce_mtu(link_mtu: int) -> int:
+    """The largest InfiniBand MTU whose RoCEv2 packet fits the link's MTU (rxe's rule)."""
+    return next((m for m in ROCE_MTUS if m + RXE_MAX_HDR <= link_mtu), ROCE_MTUS[-1])
 
 
 @dataclass(frozen=True)
@@ -104,8 +119,9 @@ class Bounds:
 
 def loss_Bps(path: Path) -> float:
     """The loss bound of the path's connections: tcp_model's response function of the
-    path's congestion control (Mathis for reno; RFC 8312's for cubic), x nconnect."""
-    if path.loss <= 0 or path.rtt_s <= 0:
+    path's congestion control (Mathis for reno; RFC 8312's for cubic), x nconnect. Not
+    modelled for soft-RoCE (go-back-N after a timeout): no bound."""
+    if path.loss <= 0 or path.rtt_s <= 0 or path.transport == "rdma":
         return math.inf
     cc = path.cc if path.cc in tcp_model.MODELS else "reno"
     one = tcp_model.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0)
@@ -113,15 +129,19 @@ def loss_Bps(path: Path) -> float:
 
 
 def window_Bps(path: Path) -> float:
-    """The TCP buffers' bound: about half of tcp_rmem's maximum is advertised as window."""
+    """The TCP buffers' bound: about half of tcp_rmem's maximum is advertised as window;
+    over RDMA soft-RoCE's packets in flight per queue pair."""
     if path.rtt_s <= 0:
         return math.inf
+    if path.transport == "rdma":
+        return path.connections * RXE_UNACKED * path.mss / path.rtt_s
     return path.connections * path.buffer_bytes / 2 / path.rtt_s
 
 
 def fibre_Bps(path: Path) -> float:
     """The fair share of the line rate that carries payload."""
-    return path.share_Bps * path.mss / (path.mtu + ETH_HEADER)
+    frame = path.mtu if path.transport == "tcp" else path.mss + ROCE_HEADERS
+    return path.share_Bps * path.mss / (frame + ETH_HEADER)
 
 
 def predict(path: Path, reading: Reading, demand_Bps: float, local: bool = False) -> Bounds:
