@@ -105,7 +105,8 @@ def _limit(r: pd.Series) -> str:
 
 
 WORDS = {"compute": "the accelerator (demand met)", "fibre": "the fibre's line rate",
-         "window": "the TCP buffers (window/RTT)", "loss": "TCP's response to loss",
+         "window": "the window per RTT (TCP buffers; over RDMA soft-RoCE's 128 packets)",
+         "loss": "TCP's response to loss",
          "latency": "round trips per file and request x the loader's depth",
          "emulator": "the emulating machine (not the fibre)"}
 
