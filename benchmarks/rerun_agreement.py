@@ -49,15 +49,18 @@ def make_cgroup(quota: float) -> Path:
 
 
 def run_demo(out: Path, cgroup: Path | None) -> float:
-    """`lab/run testbed demo --out out` (inside cgroup if given); seconds taken."""
+    """`lab/run testbed demo --out out` (inside cgroup if given); seconds taken. The demo's
+    printed report is kept in out/report.txt."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = f"exec {REPO}/lab/run .venv/bin/testbed demo --out {out}"
     if cgroup is not None:
         tasks = cgroup / ("tasks" if (cgroup / "tasks").exists() else "cgroup.procs")
         cmd = f"echo $$ > {tasks}; " + cmd
     t0 = time.monotonic()
-    proc = subprocess.run(["sh", "-c", cmd], cwd=REPO, stdout=subprocess.DEVNULL,
+    proc = subprocess.run(["sh", "-c", cmd], cwd=REPO, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=3600)
+    if out.is_dir():  # the demo's own report, as README's first command prints it
+        (out / "report.txt").write_text(proc.stdout)
     if proc.returncode not in (0, 1):
         sys.exit(f"rerun_agreement: demo failed ({proc.returncode}): {proc.stderr[-500:]}")
     return time.monotonic() - t0

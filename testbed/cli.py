@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import Progress, TaskID
 from rich.table import Table
+from rich.text import Text
 
 from testbed.errors import SpecError, TestbedError
 
@@ -131,7 +131,7 @@ def cmd_knobs(args: argparse.Namespace) -> int:
         where = f"[{d.section}] {d.section_key}" if d.section else ""
         cells = [name, d.unit, d.describe_range(), where, "live" if d.live else "new testbed",
                  "" if d.baseline is None else str(d.baseline), d.help]
-        table.add_row(*(escape(c) for c in cells))
+        table.add_row(*(Text(c) for c in cells))  # literal: "[server]" is not markup
     out.print(table)
     return 0
 
