@@ -11,15 +11,22 @@ The emulator's evidence, one rule per row of EMULATOR_RULES:
              (the emulated bottleneck overflowed)
   shortfall  the reads fell more than 15 % below the model's bound while the CPU was
              >= 75 % busy or the timers ran >= 2 % late
+  tcg        the reads fell more than 15 % below the model's bound on a software-emulated
+             CPU (QEMU TCG: the lab VM without KVM), whose guest sees idle time while
+             the host is still emulating its instructions, so `cpu` cannot tell
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import platform
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from testbed import model, topology
+from testbed import launch, model, topology
+from testbed.errors import ServiceError
 from testbed.experiment.plan import Point
 
 CPU_BUSY_PCT = 90.0
@@ -41,6 +48,7 @@ class Evidence:
     expected_drops: float
     measured_MB_s: float
     model_MB_s: float
+    emulated: bool = False
 
 
 EMULATOR_RULES: tuple[tuple[str, Callable[[Evidence], bool]], ...] = (
@@ -49,7 +57,24 @@ EMULATOR_RULES: tuple[tuple[str, Callable[[Evidence], bool]], ...] = (
     ("queue", lambda e: e.drops > 2 * e.expected_drops + 20),
     ("shortfall", lambda e: e.measured_MB_s < SHORTFALL * e.model_MB_s
      and (e.cpu_busy_pct >= 75 or e.overshoot_pct >= 2)),
+    ("tcg", lambda e: e.emulated and e.measured_MB_s < SHORTFALL * e.model_MB_s),
 )
+
+
+@functools.cache
+def software_emulated() -> bool:
+    """Whether this kernel runs on QEMU's software emulation: lab/run --vm says so
+    (APN_LAB_KERNEL=qemu-tcg); directly on a VM (Vagrant) systemd-detect-virt does
+    ("qemu" for TCG, "kvm" with KVM)."""
+    kind = os.environ.get("APN_LAB_KERNEL", "")
+    if kind:
+        return kind == "qemu-tcg"
+    try:
+        proc = launch.run(["systemd-detect-virt"], timeout=10, what="systemd-detect-virt",
+                          check=False)
+    except ServiceError:
+        return False
+    return proc.stdout.strip() == "qemu"
 
 
 def emulator_reasons(e: Evidence) -> list[str]:
@@ -82,7 +107,8 @@ def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
     path = model.Path(rtt_s=sum(s.rtt_ms for s in specs) / 1000.0,
                       share_Bps=share_Bps(topo, point, worker), loss=1 - keep,
                       mtu=int(point.value("mtu")), connections=m.nconnect,
-                      buffer_bytes=rmem_max, cc=cc, transport=m.transport)
+                      buffer_bytes=rmem_max, cc=cc, transport=m.transport,
+                      window_share=model.window_share(platform.release()))
     sample = point.dataset.sample_bytes(wl.access)
     reading = model.Reading(readers=min(wl.readers, wl.prefetch * wl.batch),
                             sample_bytes=sample, read_bytes=wl.read_kib << 10,
@@ -98,7 +124,8 @@ def explain(b: model.Bounds, row: dict[str, Any], drops: int, sent_pkts_est: flo
     """The explanation columns of a row: bounds, prediction, limited_by, emulator marks."""
     mb = lambda v: v / 1e6 if math.isfinite(v) else math.inf  # noqa: E731
     e = Evidence(row["cpu_busy_pct"], row["compute_overshoot_pct"], drops,
-                 loss * sent_pkts_est, row["throughput_MB_s"], mb(b.predicted))
+                 loss * sent_pkts_est, row["throughput_MB_s"], mb(b.predicted),
+                 software_emulated())
     reasons = emulator_reasons(e)
     return {
         "model_MB_s": mb(b.predicted), "model_au_pct": b.au_pct(),

@@ -3,7 +3,7 @@ prediction (bounds), Linux's read-ahead (readahead) and the readers' event simul
 (sim). Pure functions, no I/O."""
 
 from testbed.model.bounds import (LABELS, Bounds, Path, Reading, fibre_Bps, loss_Bps,
-                                  predict, window_Bps)
+                                  predict, window_Bps, window_share)
 
 __all__ = ["LABELS", "Bounds", "Path", "Reading", "fibre_Bps", "loss_Bps", "predict",
-           "window_Bps"]
+           "window_Bps", "window_share"]

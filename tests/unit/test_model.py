@@ -79,3 +79,37 @@ def test_bounds_in_their_units():
     assert b.loss == pytest.approx(1448 / RTT * math.sqrt(1.5 / 0.001), rel=1e-3)
     assert b.au_pct() == pytest.approx(100 * b.predicted / 84e6)
     assert math.isinf(model.predict(path(), reading(), 84e6, local=True).fibre)
+
+
+def test_emulator_rules_mark_a_shortfall_on_software_emulation_only():
+    """A point 15 % short of its bound with an idle-looking CPU is the machine's only on
+    QEMU TCG (the `tcg` rule); on a direct kernel it stands as measured."""
+    from testbed.experiment.explain import Evidence, emulator_reasons
+    short = dict(cpu_busy_pct=53.0, overshoot_pct=0.5, drops=0, expected_drops=0.0,
+                 measured_MB_s=41.4, model_MB_s=71.1)
+    assert emulator_reasons(Evidence(**short)) == []
+    assert emulator_reasons(Evidence(**short, emulated=True)) == ["tcg"]
+    met = {**short, "measured_MB_s": 70.0}
+    assert emulator_reasons(Evidence(**met, emulated=True)) == []
+
+
+def test_soft_roce_window_bounds_rdma_paths():
+    """Over RDMA the window is soft-RoCE's: 128 packets of the RoCE MTU per RTT (4 KiB at
+    MTU 9000, 1 KiB at 1500); TCP's loss model does not apply."""
+    from testbed.model.bounds import Path, loss_Bps, roce_mtu, window_Bps
+    assert roce_mtu(9000) == 4096 and roce_mtu(1500) == 1024
+    rdma = Path(rtt_s=0.0294, share_Bps=125e6, mtu=9000, transport="rdma", loss=0.001)
+    assert window_Bps(rdma) / 1e6 == pytest.approx(128 * 4096 / 0.0294 / 1e6)
+    assert loss_Bps(rdma) == float("inf")
+
+
+def test_window_share_follows_the_kernel_release():
+    """Half of tcp_rmem before Linux 6.6 (tcp_adv_win_scale 1), most of it since."""
+    from testbed.model.bounds import Path, window_Bps, window_share
+    assert window_share("6.1.0-57-amd64") == 0.5
+    assert window_share("7.2.7") == 0.95 and window_share("6.6.0") == 0.95
+    assert window_share("weird") == 0.5
+    old = Path(rtt_s=0.0294, share_Bps=12.5e9, buffer_bytes=6 << 20)
+    new = Path(rtt_s=0.0294, share_Bps=12.5e9, buffer_bytes=6 << 20, window_share=0.95)
+    assert window_Bps(old) / 1e6 == pytest.approx(107.0, rel=0.01)
+    assert window_Bps(new) / 1e6 == pytest.approx(203.3, rel=0.01)
