@@ -56,14 +56,23 @@ def fio_MB_s(root: Path, jobs: int) -> float:
 
 
 def loader_MB_s(root: Path, jobs: int) -> float:
+    """The loader's read rate over its first pass through the files (every file once,
+    cold, as fio reads them): bytes of the first files/jobs steps over the time from the
+    loader's start to the end of the last of them. The loader itself goes on until its
+    measured window of at least files/jobs more steps is complete; those are not counted."""
     files = len(list(root.glob("sample_*")))
-    spec = workload.WorkloadSpec(batch=jobs, steps=files // jobs, warmup_steps=0,
-                                 compute_ms=0, readers=jobs, prefetch=2, shuffle=False)
+    steps = files // jobs
+    spec = workload.WorkloadSpec(batch=jobs, compute_ms=0, readers=jobs, prefetch=2,
+                                 shuffle=False, measure_s=0.5, measure_max_s=0.5,
+                                 warmup_max_s=0.5, min_steps=max(2, steps))
     drop_caches()
     run = workload.run_loader(root, spec)
     if run.error:
         raise SystemExit(f"loader: {run.error}")
-    return workload.summarise(run, spec)["throughput_MB_s"]
+    if len(run.steps) < steps:
+        raise SystemExit(f"loader: {len(run.steps)} steps, expected at least {steps}")
+    first = run.steps[:steps]
+    return sum(s.bytes for s in first) / first[-1].end_s / 1e6
 
 
 def measure(read: Callable[[Callable[[Path, int], float]], float], reps: int

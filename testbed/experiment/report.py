@@ -149,7 +149,14 @@ def _far_end_lines(plan: Plan, s: pd.DataFrame) -> list[str]:
             f"{head} not with: " + ("; ".join(misses) or "none")]
 
 
+def _below(value: float) -> str:
+    """A failing probe's metric with enough decimals not to print as the target
+    (89.96 is 89.96, not 90.0)."""
+    return f"{value:.1f}" if abs(value - round(value)) >= 0.05 else f"{value:.2f}"
+
+
 def _search_lines(plan: Plan, out: Path) -> list[str]:
+    """One line per searched setting: the crossing, its bracket and the probes."""
     found = search_mod.read(out)
     lines = []
     for _, r in found.iterrows():
@@ -161,7 +168,7 @@ def _search_lines(plan: Plan, out: Path) -> list[str]:
                      f"{format_value(float(r['uncertainty']))} (met at "
                      f"{format_value(float(r['meets_up_to']))}: {r['metric_at_meets']:.1f}; "
                      f"not at {format_value(float(r['fails_from']))}: "
-                     f"{r['metric_at_fails']:.1f}; {int(r['points'])} points)")
+                     f"{_below(float(r['metric_at_fails']))}; {int(r['points'])} points)")
     return lines
 
 
