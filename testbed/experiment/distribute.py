@@ -15,6 +15,7 @@ parallelism and every back-off.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import queue
@@ -25,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from testbed import labkernel, results
-from testbed.errors import SpecError
+from testbed.errors import SpecError, TestbedError
 from testbed.experiment import check, jobs
 from testbed.experiment import measure as measure_mod
 from testbed.experiment import search as search_mod
 from testbed.experiment.collect import Sink
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
-from testbed.experiment.runner import Listener, Outcome, Quiet, meta_of
+from testbed.experiment.runner import Listener, Outcome, Quiet, apply_capacity, meta_of
 from testbed.experiment import schedule
 from testbed.experiment.schedule import Ledger, Limit
 
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 BOOT_S = 10.0          # lab/run boot and the guest's Python start (measured 6.7 s)
 TIMEOUT_FACTOR = 4.0   # a kernel is killed after 4x its estimated time + 5 minutes
+CALIBRATE_TIMEOUT_S = 600  # boot, a testbed, 256 MiB read (capped at 60 s), teardown
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class Options:
     parallel: int | str = "auto"
     scheduler: str | None = None
     overrides: tuple[tuple[str, str], ...] = ()
+    capacity_MB_s: float | None = None  # time_scale auto's calibration, once known
 
 
 def job_timeout_s(plan: Plan, job: jobs.Job) -> int:
@@ -98,7 +101,7 @@ class Dispatcher:
         seed = self.sink.store.csv.read_text() if job.setting is not None \
             and self.sink.store.csv.exists() else None
         spec = jobs.spec(job, self.plan, dict(self.opts.overrides), seed,
-                         job_timeout_s(self.plan, job))
+                         job_timeout_s(self.plan, job), self.opts.capacity_MB_s)
         self.flying[job.id] = (job, self.limit.epoch, set())
         self.listener.started(job.label)
         fut = self.pool.submit(spec, lambda ev, j=job.id: self.events.put(("event", j, ev)))
@@ -111,7 +114,7 @@ class Dispatcher:
             if self.limit.adaptive and isinstance(self.pool, DaskPool):
                 self.limit.cap = self.pool.capacity()  # workers come and go
             while len(self.flying) < self.limit.value:
-                job = take(self.limit.value - len(self.flying))
+                job = take(self.limit.value)
                 if job is None:
                     break
                 self.submit(job)
@@ -255,7 +258,11 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
             labkernel.lab_ready()
             limit, why = start_limit(opts, None)
             pool = stack.enter_context(LocalPool(limit.value))
-        meta = {**meta_of(plan), "execution": _execution(opts, limit, why, pool)}
+        plan, scale = calibrate_auto(plan, opts, pool)
+        opts = dataclasses.replace(opts, capacity_MB_s=scale.get("calibrated_MB_s"))
+        meta = {**meta_of(plan), "time_scale": scale or sorted(
+            {p.time_scale for p in plan.points}),
+            "execution": _execution(opts, limit, why, pool)}
         store.write_meta(meta)
         listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
         d = Dispatcher(plan, opts, Sink(store), pool, limit, listener)
@@ -263,6 +270,32 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
         stack.callback(lambda: _finish_meta(store, meta, d, time.monotonic() - t0))
         d.run(todo)
     return d.outcome
+
+
+def calibrate_auto(plan: Plan, opts: Options, pool: Any) -> tuple[Plan, dict[str, Any]]:
+    """For time_scale = "auto": one calibration job, in a lab kernel alone (before any
+    other starts, so that it measures the machine undisturbed), then the plan resolved
+    from its rate as runner.run resolves it in one kernel; (plan, meta.json's record)."""
+    if not plan.auto_scale:
+        return plan, {}
+    job = jobs.Job("cal", calibrate=True)
+    log.warning("time_scale auto: calibrating a lab kernel's NFS read rate")
+    fut = pool.submit(jobs.spec(job, plan, dict(opts.overrides), None, CALIBRATE_TIMEOUT_S),
+                      lambda ev: None)
+    try:
+        result = fut.result()
+    except Exception as exc:  # a lost worker, a failing host
+        raise TestbedError(f"time_scale auto: the calibration job was lost: {exc}") from None
+    status = result.get("status") or {}
+    if status.get("error") == "spec":
+        raise SpecError(str(status.get("message", "bad input")).replace(
+            str(status.get("experiment_path")), str(plan.path)))
+    rate = status.get("calibrated_MB_s")
+    if not rate:
+        why = status.get("message") or f"lab kernel exit {result.get('rc')}: " \
+            f"{result.get('console', '')}"
+        raise TestbedError(f"time_scale auto: the calibration failed: {why}"[:500])
+    return apply_capacity(plan, float(rate))
 
 
 def _execution(opts: Options, limit: Limit, why: str, pool: Any) -> dict[str, Any]:

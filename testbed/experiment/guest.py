@@ -96,6 +96,11 @@ def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
     path = jobdir / spec["experiment"]["name"]
     path.write_text(spec["experiment"]["text"], encoding="utf-8")
     plan = plan_mod.load(path, spec["overrides"])
+    if spec.get("calibrate"):
+        from testbed.experiment import dilation
+        return {"calibrated_MB_s": dilation.calibrate()}
+    if spec.get("capacity_MB_s"):
+        plan, _ = runner_mod.apply_capacity(plan, float(spec["capacity_MB_s"]))
     store = results.ResultStore(jobdir, measure_mod.columns(plan))
     if spec.get("seed_csv"):
         store.csv.write_text(spec["seed_csv"])

@@ -10,7 +10,9 @@ kernels, not one per run.
 A job travels as a spec (plain JSON types, so that it can cross to a Dask worker on
 another host): the experiment file's text and name, the -p overrides, the run ids or the
 search setting's index, and for a search the rows measured so far (so that it reuses
-them as the sequential search does).
+them as the sequential search does). A plan with time_scale = "auto" is calibrated once,
+by a calibration job in a lab kernel of its own before the grid; every other job then
+carries that capacity, so all lab kernels choose the same k for a point.
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ class Job:
     runs: tuple[str, ...] = ()
     setting: int | None = None
     attempt: int = 0
+    calibrate: bool = False
 
     @property
     def label(self) -> str:
         """A short name for logs and progress."""
+        if self.calibrate:
+            return "calibration (time_scale auto)"
         if self.setting is not None:
             return f"search setting {self.setting}"
         extra = f" +{len(self.runs) - 1}" if len(self.runs) > 1 else ""
@@ -50,12 +55,14 @@ def grid_runs(plan: Plan) -> dict[str, tuple[Point, int]]:
 
 
 def spec(job: Job, plan: Plan, overrides: dict[str, str], seed_csv: str | None = None,
-         timeout_s: int = 1800) -> dict[str, Any]:
-    """The job's wire form (see the module docstring)."""
+         timeout_s: int = 1800, capacity_MB_s: float | None = None) -> dict[str, Any]:
+    """The job's wire form (see the module docstring); capacity_MB_s is the calibrated
+    NFS read rate that resolves time_scale = "auto" (None: not calibrated)."""
     return {"version": SPEC_VERSION, "id": job.id, "attempt": job.attempt,
             "experiment": {"name": Path(plan.path).name,
                            "text": Path(plan.path).read_text(encoding="utf-8")},
             "overrides": dict(overrides), "runs": list(job.runs), "setting": job.setting,
+            "calibrate": job.calibrate, "capacity_MB_s": capacity_MB_s,
             "seed_csv": seed_csv, "timeout_s": int(timeout_s)}
 
 
@@ -72,12 +79,15 @@ def runs_of(plan: Plan, run_ids: list[str]) -> list[tuple[Point, int]]:
 
 class Batcher:
     """The grid's runs still to measure, handed out as jobs: all runs of one job share a
-    testbed group; a group's runs are split evenly over the lab kernels free now."""
+    testbed group; a group's runs are split evenly over the lab kernels, in chunks sized
+    when the group is first taken (a kernel that frees up early takes its share, not the
+    rest of the group)."""
 
     def __init__(self, plan: Plan, run_ids: list[str]) -> None:
         index = grid_runs(plan)
         self.group = {r: index[r][0].group for r in run_ids}
         self.pending: list[str] = list(run_ids)
+        self.chunk: dict[Any, int] = {}
         self._count = 0
 
     def __len__(self) -> int:
@@ -88,14 +98,16 @@ class Batcher:
         self.group[run_id] = group
         self.pending.append(run_id)
 
-    def take(self, free: int) -> Job | None:
-        """The next job for `free` free lab kernels (None when nothing is pending): the
-        first pending run's group, ceil(its pending runs / free) of them, in order."""
+    def take(self, kernels: int) -> Job | None:
+        """The next job for `kernels` lab kernels (None when nothing is pending): the
+        first pending run's group, its chunk (ceil(its runs / kernels) when first taken)
+        of them, in order."""
         if not self.pending:
             return None
         g = self.group[self.pending[0]]
         same = [r for r in self.pending if self.group[r] == g]
-        chosen = same[:math.ceil(len(same) / max(1, free))]
+        size = self.chunk.setdefault(g, math.ceil(len(same) / max(1, kernels)))
+        chosen = same[:size]
         taken = set(chosen)
         self.pending = [r for r in self.pending if r not in taken]
         self._count += 1

@@ -192,7 +192,13 @@ def resolve_auto_scale(plan: Plan) -> tuple[Plan, dict[str, Any]]:
     from testbed.experiment import dilation
     if not plan.auto_scale:
         return plan, {}
-    capacity = dilation.calibrate()
+    return apply_capacity(plan, dilation.calibrate())
+
+
+def apply_capacity(plan: Plan, capacity: float) -> tuple[Plan, dict[str, Any]]:
+    """The plan with time_scale "auto" resolved from a calibrated NFS read rate (MB/s),
+    and what was decided, for meta.json (the same on the host and in every lab kernel)."""
+    from testbed.experiment import dilation
     scaled = dilation.rescale(plan, dilation.choose(plan, capacity))
     ks = {p.id: p.time_scale for p in scaled.points}
     log.warning("time_scale auto: the lab reads NFS at %.0f MB/s; k = %s", capacity,

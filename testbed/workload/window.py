@@ -11,8 +11,8 @@ warm-up that has not settled by warmup_max_s ends there and says so (settled = F
 The measured window then runs for at least measure_s and min_steps, and on until the 95 %
 interval of AU is within ci_target points or measure_max_s has passed (but never ends
 before min_steps: a window of one slow step measures nothing). The interval is
-over batch means (BATCHES contiguous batches of steps), so correlated neighbouring steps
-do not make it look narrower than it is.
+over batch means (BATCHES contiguous batches of steps, or each step when there are fewer),
+so correlated neighbouring steps do not make it look narrower than it is.
 
 AU = compute time / all wall time of the window, the gaps between steps included.
 """
@@ -96,9 +96,12 @@ def au(steps: list[Step]) -> float:
 
 
 def batches(steps: list[Step], n: int = BATCHES) -> list[list[Step]]:
-    """`steps` cut into n contiguous batches of (nearly) equal length."""
-    if len(steps) < n:
-        return [steps] if steps else []
+    """`steps` cut into n contiguous batches of (nearly) equal length; fewer steps than n
+    (a dilated point's few long steps) are each their own batch, so that the interval is
+    still estimated (wider: fewer degrees of freedom)."""
+    n = min(n, len(steps))
+    if n == 0:
+        return []
     size = len(steps) / n
     return [steps[round(i * size):round((i + 1) * size)] for i in range(n)]
 

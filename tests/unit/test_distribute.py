@@ -368,3 +368,51 @@ def test_report_lists_points_in_plan_order_whatever_order_they_arrived(tmp_path)
     ids = [p.id for p in plan.points]
     df = pd.DataFrame({"point_id": [ids[2], "distance_km=1234", ids[0], ids[3], ids[1]]})
     assert list(report._plan_order(plan, df)["point_id"]) == [*ids, "distance_km=1234"]
+
+
+def test_a_group_is_split_over_all_kernels_even_when_one_is_free(tmp_path):
+    """A kernel freed mid-sweep takes its share of the next group, not all of it (the
+    others free up soon): 3 groups of 4 runs on 2 kernels make jobs of 2."""
+    plan = make_plan(tmp_path, "workers = [1, 2, 3]")
+    d, _ = dispatch(plan, tmp_path, lambda spec, n: (
+        [event(plan, r) for r in spec["runs"]], {}))
+    assert {len(s["runs"]) for s in d.pool.specs} == {2}
+
+
+AUTO = '[fixed]\ntime_scale = "auto"\nrate = "100gbit"\n'
+
+
+def test_auto_time_scale_is_calibrated_once_and_sent_with_every_job(tmp_path):
+    plan = make_plan(tmp_path, AUTO)
+    pool = FakePool(lambda spec, n: ([], {"status": {"ok": True, "calibrated_MB_s": 50.0}}))
+    scaled, record = distribute.calibrate_auto(plan, distribute.Options(), pool)
+    assert pool.specs[0]["calibrate"] and record["calibrated_MB_s"] == 50.0
+    assert max(p.time_scale for p in scaled.points) > 1  # 100 Gbit/s at 0 km needs k
+    assert set(record["per_point"]) == {p.id for p in scaled.points}
+    job = jobs.Job("g1", runs=tuple(jobs.grid_runs(scaled))[:1])
+    assert jobs.spec(job, scaled, {}, capacity_MB_s=50.0)["capacity_MB_s"] == 50.0
+
+
+def test_a_failed_calibration_stops_the_run_with_its_reason(tmp_path):
+    plan = make_plan(tmp_path, AUTO)
+    pool = FakePool(lambda spec, n: ([], {"status": {"ok": False, "error": "runtime",
+                                                     "message": "OSError: no nfsd"}}))
+    with pytest.raises(distribute.TestbedError, match="calibration failed: OSError: no nfsd"):
+        distribute.calibrate_auto(plan, distribute.Options(), pool)
+
+
+def test_a_plan_without_auto_is_not_calibrated(tmp_path):
+    plan = make_plan(tmp_path)
+    pool = FakePool(lambda spec, n: ([], {}))
+    assert distribute.calibrate_auto(plan, distribute.Options(), pool) == (plan, {})
+    assert pool.calls == 0
+
+
+def test_the_guest_calibrates_or_applies_the_hosts_capacity(tmp_path, monkeypatch):
+    from testbed.experiment import dilation
+    plan = make_plan(tmp_path, AUTO)
+    monkeypatch.setattr(dilation, "calibrate", lambda: 77.0)
+    spec = jobs.spec(jobs.Job("cal", calibrate=True), plan, {})
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    assert guest.measure_job(spec, jobdir) == {"calibrated_MB_s": 77.0}

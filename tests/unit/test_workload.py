@@ -134,3 +134,10 @@ def test_record_access_on_raw_files_is_a_clear_error(tmp_path):
     workload.generate(tmp_path, 1, 10, "raw")
     with pytest.raises(WorkloadError, match="not a record shard"):
         workload.samples_of(sorted(tmp_path.glob("sample_*")), "record")
+
+
+def test_a_window_of_few_long_steps_still_has_an_interval():
+    few = [Step(i, 1.0 * i, 0.1 * (i % 2), 0.8, 1, 1) for i in range(5)]
+    assert len(batches(few)) == 5
+    mean, half = au_ci(few)
+    assert 80 < mean < 100 and half > 0
