@@ -50,10 +50,13 @@ log = logging.getLogger(__name__)
 DEFAULT_CONGESTION = "cubic"
 MAIN_TABLE = 254
 RTO_MIN_MS = 200  # Linux's TCP_RTO_MIN
+RTAX_RTO_MIN = 13  # its route metric; TCP honours it only when locked (as `ip route ...
+LOCK_RTO_MIN = 1 << RTAX_RTO_MIN  # rto_min X` does): RTAX_LOCK carries this bit
 
 
 def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None) -> None:
-    """Replace a route with itself, its rto_min metric set (or dropped when None)."""
+    """Replace a route with itself, its rto_min metric set and locked (or dropped when
+    None). Unlocked, the kernel keeps the metric but TCP ignores it (tcp_rto_min())."""
     dst = route.get_attr("RTA_DST")
     kwargs: dict[str, Any] = {"dst": f"{dst}/{route['dst_len']}" if dst else "0.0.0.0/0",
                               "oif": route.get_attr("RTA_OIF"), "table": MAIN_TABLE,
@@ -61,7 +64,7 @@ def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None) -> None:
     if route.get_attr("RTA_PREFSRC"):
         kwargs["prefsrc"] = route.get_attr("RTA_PREFSRC")
     if rto_min_ms is not None:
-        kwargs["metrics"] = {"RTAX_RTO_MIN": rto_min_ms}
+        kwargs["metrics"] = {"RTAX_LOCK": LOCK_RTO_MIN, "RTAX_RTO_MIN": rto_min_ms}
     try:
         ipr.route("replace", **kwargs)
     except NetlinkError as exc:
@@ -69,11 +72,13 @@ def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None) -> None:
 
 
 def route_rto_min_ms(ipr: IPRoute) -> list[int | None]:
-    """rto_min of every main-table IPv4 route (None: the kernel default), as read back."""
+    """rto_min of every main-table IPv4 route as TCP will use it, read back (None: the
+    kernel default, also when the metric is set but not locked)."""
     out = []
     for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
         metrics = route.get_attr("RTA_METRICS")
-        out.append(metrics.get_attr("RTAX_RTO_MIN") if metrics else None)
+        locked = metrics is not None and (metrics.get_attr("RTAX_LOCK") or 0) & LOCK_RTO_MIN
+        out.append(metrics.get_attr("RTAX_RTO_MIN") if locked else None)
     return out
 
 

@@ -14,6 +14,8 @@ Tolerances (the `tol` fixture, tests/system/conftest.py, says why and where meas
 
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from testbed import topology
-from testbed.network import measure
+from testbed.network import engine, measure
 from testbed.network.engine import NETNS_DIR, Network
 from testbed.packets import probe as probe_mod
 
@@ -189,3 +191,36 @@ def test_exception_inside_tears_down():
             assert len(_ours()) == 4
             raise RuntimeError("boom")
     assert _ours() == []
+
+
+def _tcp_rto_ms(net, client: str, server: str, port: int = 5301) -> float:
+    """The RTO (ms) TCP gives a fresh connection from client to server (TCP_INFO)."""
+    lst = measure.ns_socket(net.namespace(server))
+    lst.bind((net.address(server), port))
+    lst.listen(1)
+    c = measure.ns_socket(net.namespace(client))
+    try:
+        c.connect((net.address(server), port))
+        peer, _ = lst.accept()
+        c.sendall(b"x" * 1000)
+        peer.recv(1000)
+        peer.sendall(b"y")
+        c.recv(1)
+        info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        peer.close()
+        return struct.unpack_from("I", info, 8)[0] / 1000.0  # tcpi_rto, microseconds
+    finally:
+        c.close()
+        lst.close()
+
+
+def test_time_scale_stretches_the_rto_tcp_uses(make_net):
+    """Dilation by k: TCP's minimum RTO becomes k x 200 ms on every host's routes, as TCP
+    itself reports it (the route metric is ignored unless locked), and back at k = 1."""
+    net = make_net("apn", workers=1, distance_km=100, rate="100mbit")
+    net.set_time_scale(10)
+    assert set(engine.route_rto_min_ms(net.ipr("w1"))) == {2000}
+    assert 1990 <= _tcp_rto_ms(net, "w1", "srv") <= 2300
+    net.set_time_scale(1)
+    assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {None}
+    assert 190 <= _tcp_rto_ms(net, "w1", "srv", port=5302) <= 500
