@@ -1,7 +1,11 @@
 """Benchmark (lab kernel): is a dilated figure the same figure? The same emulated
 scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
 
-    lab/run .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
+    .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
+        [--parallel N]
+
+From the host it runs `testbed run` in lab kernels (--parallel, default auto: the points
+are independent); inside a lab kernel (lab/run ...) in that one kernel.
 
 Scenarios: one worker, 200 Mbit/s, 1,000 and 3,000 km, default and tuned mount (nconnect
 4, 16 MiB read-ahead), 0 and 0.1 % loss; 4 MiB files, batch 2, two readers, prefetch 2,
@@ -18,6 +22,7 @@ listed and left out of the drift (they describe the machine).
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,7 +31,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed.experiment import plan as plan_mod  # noqa: E402
-from testbed.experiment import report, runner  # noqa: E402
+from testbed.experiment import report  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENT = """
@@ -36,10 +41,10 @@ description = "The same emulated scenarios at several time scales"
 workers = 1
 rate = "200mbit"
 [sweep]
-time_scale = [{ks}]
 mount = ["default", "tuned"]
 loss_pct = [0, 0.1]
 distance_km = [1000, 3000]
+time_scale = [{ks}]
 [mounts.tuned]
 nconnect = 4
 read_ahead_kb = 16384
@@ -75,13 +80,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ks", default="1,2,5,10")
     ap.add_argument("--out", default=str(REPO / "results" / "dilation-invariance"))
+    ap.add_argument("--parallel", default=None, help="lab kernels at once (host side)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    f = out / "experiment.toml"
+    f = out.parent / f"{out.name}.toml"  # beside the results: `testbed run` owns out
     f.write_text(EXPERIMENT.format(ks=args.ks))
     plan = plan_mod.load(f)
-    runner.run(plan, out, resume=(out / "results.csv").exists())
+    cmd = [str(REPO / ".venv" / "bin" / "testbed"), "run", str(f), "--out", str(out)]
+    cmd += ["--resume"] if (out / "results.csv").exists() else []
+    cmd += ["--parallel", args.parallel] if args.parallel else []
+    proc = subprocess.run(cmd, cwd=REPO)
+    if proc.returncode not in (0, 1):  # 1: some point failed; its row says why
+        sys.exit(f"dilation_invariance: testbed run failed ({proc.returncode})")
     report.build(out, plan)
     s = pd.read_csv(out / "summary.csv")
     s["emulator_limited"] = s["emulator_limited"].astype(str).str.lower() == "true"
