@@ -2,13 +2,13 @@
 where those are missing: run them in the lab kernel (`lab/run .venv/bin/pytest -m system`)."""
 
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from testbed import topology
+from testbed.experiment.explain import software_emulated
 from testbed.network.engine import Network
 
 pytestmark = pytest.mark.system
@@ -86,19 +86,11 @@ EMULATED = dict(rtt_min_ms=1.0, rtt_median_ms=5.0, one_way_ms=3.0, tcp_median_ms
 
 
 def lab_kind() -> str:
-    """uml, qemu-kvm or emulated (lab/run sets APN_LAB_KERNEL); directly on a kernel (the
-    Vagrant VM) systemd-detect-virt tells QEMU's software emulation ("qemu") from KVM."""
-    kind = os.environ.get("APN_LAB_KERNEL", "")
-    if kind == "qemu-tcg":
+    """"emulated" on QEMU's software emulation (as the testbed's emulator rules decide
+    it), else the kind lab/run set (uml, qemu-kvm) or "direct" (a kernel of its own)."""
+    if software_emulated():
         return "emulated"
-    if kind:
-        return kind
-    try:
-        virt = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        virt = ""
-    return "emulated" if virt == "qemu" else (virt or "none")
+    return os.environ.get("APN_LAB_KERNEL") or "direct"
 
 
 @pytest.fixture(scope="session")
