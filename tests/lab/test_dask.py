@@ -1,7 +1,8 @@
 """A sweep on Dask: a real scheduler and two workers as separate processes on this machine
 (loopback only), each running its jobs in its own lab kernels; one worker is killed with
 SIGKILL in the middle of a job. Every point must come back exactly once, none lost, and
-the killed worker's lab kernel must not outlive it."""
+the killed worker's lab kernel must not outlive it. The sweep asks for time_scale "auto":
+one calibration job decides k for every point, and every row carries that k."""
 
 import json
 import os
@@ -23,6 +24,7 @@ name = "dask-loopback"
 [fixed]
 workers = 1
 rate = "1gbit"
+time_scale = "auto"
 [sweep]
 distance_km = [0, 1000, 2000, 3000]
 [dataset]
@@ -149,6 +151,10 @@ def test_a_killed_worker_loses_no_point_and_writes_none_twice(cluster, tmp_path)
     assert sorted(df["point"]) == sorted(f"distance_km={km}|rep=0" for km in
                                          (0, 1000, 2000, 3000)), df["point"].tolist()
     assert (df["status"] == "ok").all()
+    scale = json.loads((out / "meta.json").read_text())["time_scale"]
+    assert scale["auto"] and scale["calibrated_MB_s"] > 0
+    assert {r.point.rsplit("|", 1)[0]: r.time_scale_k for r in df.itertuples()} == \
+        scale["per_point"]
     meta = json.loads((out / "meta.json").read_text())["execution"]
     assert meta["where"] == f"dask {address}" and meta["parallel_start"] == 2
     assert {k["kernel_kind"] for k in meta["lab_kernels"]} == {"uml"}
