@@ -12,6 +12,8 @@ marked emulator-limited, and how many points any run marked, then a closing line
     AGREEMENT au_points=<x> marked=<n>
 
 Goal: au_points <= 2, i.e. a figure either does not depend on the machine or says so.
+Each run's line also says how long its lab kernel waited for a host CPU (lab/run's meter;
+a point that waited >= 10 % of its time is marked emulator-limited, reason "host").
 """
 
 from __future__ import annotations
@@ -74,6 +76,16 @@ def load(out: Path, run: str) -> pd.DataFrame:
                                               "limited_by"]].add_suffix(f"_{run}")
 
 
+def host_wait(out: Path) -> str:
+    """How long the run's lab kernel waited for a host CPU (lab/run's meter), over its
+    points: median and largest share of each point's wall time."""
+    r = pd.read_csv(out / "results.csv")
+    w = r["host_wait_pct"].dropna() if "host_wait_pct" in r else pd.Series(dtype=float)
+    if w.empty:
+        return "host wait: not metered"
+    return f"host wait: median {w.median():.1f} %, max {w.max():.1f} % of a point's time"
+
+
 def main() -> int:
     """Run the three demos and print the comparison."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -90,7 +102,7 @@ def main() -> int:
         finally:
             if cg is not None:
                 cg.rmdir()
-        print(f"run {name}: {took[name]:.0f} s", flush=True)
+        print(f"run {name}: {took[name]:.0f} s; {host_wait(base / name)}", flush=True)
     df = pd.concat([load(base / n, n) for n in runs], axis=1, join="inner")
     marked = df[[f"emulator_limited_{n}" for n in runs]].any(axis=1)
     clean = df[~marked]

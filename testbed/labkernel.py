@@ -15,16 +15,23 @@ CpuMeter          what the host's scheduler did to a lab kernel: the CPU time it
                   processes got and the time they waited, runnable, for a CPU
                   (/proc/PID/task/*/schedstat). The guest cannot see the second (its own
                   clock stops with it); it is the sign that kernels starve each other.
+HostMeter         lab/run's side of that meter for every lab kernel, however started:
+                  the running totals of its process tree, written twice a second to a
+                  file the guest reads (APN_HOST_METER); host_sample() is the guest's
+                  side, host_share() the shares between two samples.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Sequence
@@ -239,3 +246,65 @@ class CpuMeter:
             todo += kids.get(pid, [])
         return (sum(c for c, _ in self.seen.values()) / 1e9,
                 sum(w for _, w in self.seen.values()) / 1e9)
+
+
+HOST_METER_ENV = "APN_HOST_METER"
+HOST_METER_FILE = "host-meter.json"
+HOST_METER_PERIOD_S = 0.5
+
+
+class HostMeter:
+    """Writes, every HOST_METER_PERIOD_S until closed, {"t": host monotonic seconds,
+    "cpu_s", "wait_s"} of a process tree (lab/run's own: its lab kernel) to `path`,
+    atomically (the guest may read it at any moment)."""
+
+    def __init__(self, root: int, path: Path) -> None:
+        self.meter, self.path = CpuMeter(root), path
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="host-meter", daemon=True)
+
+    def __enter__(self) -> HostMeter:
+        self.write()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def write(self) -> None:
+        """One sample into the file (write, then rename over the old one)."""
+        cpu, wait = self.meter.sample()
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(f'{{"t": {time.monotonic():.3f}, "cpu_s": {cpu:.3f}, '
+                       f'"wait_s": {wait:.3f}}}')
+        tmp.replace(self.path)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HOST_METER_PERIOD_S):
+            try:
+                self.write()
+            except OSError:  # the run folder is being removed: lab/run is ending
+                return
+
+
+def host_sample() -> tuple[float, float, float] | None:
+    """(host seconds, CPU seconds, wait seconds) of this lab kernel as lab/run last wrote
+    them (at most HOST_METER_PERIOD_S old); None outside lab/run or unreadable."""
+    path = os.environ.get(HOST_METER_ENV)
+    if not path:
+        return None
+    try:
+        d = json.loads(Path(path).read_text())
+        return float(d["t"]), float(d["cpu_s"]), float(d["wait_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def host_share(before: tuple[float, float, float],
+               after: tuple[float, float, float]) -> dict[str, float]:
+    """Between two (wall, cpu, wait) samples of a lab kernel: the share of the wall time
+    its processes ran on a CPU and the share they waited for one, in %."""
+    wall = max(after[0] - before[0], 1e-9)
+    return {"host_cpu_pct": round(100 * (after[1] - before[1]) / wall, 2),
+            "host_wait_pct": round(100 * (after[2] - before[2]) / wall, 2)}

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from testbed.labkernel import REPO, LabKernel
+from testbed.labkernel import REPO, LabKernel, host_share
 
 JOBS = REPO / ".lab" / "jobs"
 POLL_S = 0.5
@@ -127,15 +127,6 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def host_share(before: tuple[float, float, float],
-               after: tuple[float, float, float]) -> dict[str, float]:
-    """Between two (wall, cpu, wait) samples of a lab kernel: the share of the wall time
-    its processes ran on a CPU and the share they waited for one, in %."""
-    wall = max(after[0] - before[0], 1e-9)
-    return {"host_cpu_pct": round(100 * (after[1] - before[1]) / wall, 2),
-            "host_wait_pct": round(100 * (after[2] - before[2]) / wall, 2)}
 
 
 def _follow(jd: JobDir, kernel: LabKernel, on_event: Callable[[Event], None] | None,

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import results, topology, workload
+from testbed import labkernel, results, topology, workload
 from testbed.errors import PointFailed
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
+from testbed.experiment import schedule
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point, format_value
@@ -36,7 +37,8 @@ PATH = ("time_scale_k", "path_km", "rtt_ms", "path_rate_mbit", "path_loss_pct", 
 METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
 STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
                 "samples", "measured")
-CONTEXT = ("cpu_busy_pct", "read_ahead_kb_kernel", *explain_mod.COLUMNS)
+CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel",
+           *explain_mod.COLUMNS)
 
 
 def columns(plan: Plan) -> list[str]:
@@ -164,14 +166,19 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
         state.set_phase("loader")
         paths = [path_of(site, point, w) for w in site.workers]
         before, busy0, total0, t0 = site.fibre_counters(), *_cpu_times(), time.monotonic()
+        host0 = labkernel.host_sample()
         runs = _run_loaders([p.root for p in prepared], point, paths)
         after, busy1, total1, t1 = site.fibre_counters(), *_cpu_times(), time.monotonic()
+        host1 = labkernel.host_sample()
         write_steps(out, point.run_id(rep), site.workers, runs)
         ctx = _Context([m.read_ahead_kb() for m in mounts],
                        100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
                        {n: tuple(b - a for a, b in zip(before[n], after[n])) for n in after},
-                       t1 - t0)
+                       t1 - t0, labkernel.host_share(host0, host1)
+                       if host0 is not None and host1 is not None else {})
         rows = _rows(plan, site, point, rep, runs, prepared, ctx)
+        if ctx.host:  # starved by the host's scheduler: the machine's figure, say so
+            schedule.host_mark({**ctx.host, "rows": rows})
         if cap is not None:
             _add_capture(plan, cap, rows, site, point, out)
     state.set_phase("between points")
@@ -181,12 +188,15 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
 @dataclass(frozen=True)
 class _Context:
     """What a point's run measured besides the loaders: each mount's read-ahead (from
-    the kernel), the CPU's busy share, each fibre's counter deltas, the run's seconds."""
+    the kernel), the CPU's busy share, each fibre's counter deltas, the run's seconds,
+    and what the host's scheduler gave the lab kernel meanwhile (lab/run's meter: the
+    host_cpu_pct and host_wait_pct columns; {} when unknown)."""
 
     ra_kb: list[int]
     cpu_busy_pct: float
     counters: dict[str, tuple[int, ...]]
     seconds: float
+    host: dict[str, float]
 
 
 def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
@@ -217,7 +227,7 @@ def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.Lo
                     "mss_bytes": path.mss_bytes,
                     **workload.summarise(run, point.workload, point.time_scale),
                     "prep_s": prep.prep_s / point.time_scale,
-                    "cpu_busy_pct": ctx.cpu_busy_pct,
+                    "cpu_busy_pct": ctx.cpu_busy_pct, **ctx.host,
                     "read_ahead_kb_kernel": ra_kb})
         row.update(_explained(site, point, w, row, ra_kb, ctx))
         if plan.capture is not None:

@@ -370,3 +370,31 @@ def test_provision_refuses_unknown_arguments():
     proc = subprocess.run(["bash", str(LAB / "provision"), "--bogus"], capture_output=True,
                           text=True)
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_script_names_the_host_meter_file(tmp_path):
+    script = guest.guest_script(["true"], 60, tmp_path, "uml", False, {},
+                                host_meter=tmp_path / "host-meter.json")
+    assert f"export APN_HOST_METER={tmp_path / 'host-meter.json'}" in script
+    assert "APN_HOST_METER" not in guest.guest_script(["true"], 60, tmp_path, "uml", False, {})
+
+
+def test_host_meter_writes_what_the_guest_reads(tmp_path, monkeypatch):
+    """lab/run's meter of its own process tree, read back as the guest does: a busy child
+    shows as CPU time, and two samples give shares of the wall time."""
+    from testbed import labkernel
+    path = tmp_path / labkernel.HOST_METER_FILE
+    monkeypatch.setenv(labkernel.HOST_METER_ENV, str(path))
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\n"
+                              "while time.time()-t < 1.5: pass"])
+    with labkernel.HostMeter(os.getpid(), path):
+        first = labkernel.host_sample()
+        child.wait()
+        import time
+        time.sleep(2 * labkernel.HOST_METER_PERIOD_S + 0.2)
+        second = labkernel.host_sample()
+    assert first is not None and second is not None and second[0] > first[0]
+    share = labkernel.host_share(first, second)
+    assert share["host_cpu_pct"] > 30 and share["host_wait_pct"] >= 0
+    monkeypatch.delenv(labkernel.HOST_METER_ENV)
+    assert labkernel.host_sample() is None
