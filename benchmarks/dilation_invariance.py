@@ -17,6 +17,10 @@ largest deviation from the k with the most headroom (the largest), closing with
 
 Goal: au <= 3 points, throughput <= 5 %. Points any run marked emulator-limited are
 listed and left out of the drift (they describe the machine).
+
+--cc reno (with e.g. --mounts tuned --losses 0.1) runs the same with Reno: CUBIC grows its
+window on the kernel's clock, which dilation does not slow, so lossy CUBIC points drift
+with k by design (README, "Time dilation"); Reno counts round trips.
 """
 
 from __future__ import annotations
@@ -40,9 +44,10 @@ description = "The same emulated scenarios at several time scales"
 [fixed]
 workers = 1
 rate = "200mbit"
+congestion = "{cc}"
 [sweep]
-mount = ["default", "tuned"]
-loss_pct = [0, 0.1]
+mount = [{mounts}]
+loss_pct = [{losses}]
 distance_km = [1000, 3000]
 time_scale = [{ks}]
 [mounts.tuned]
@@ -79,13 +84,17 @@ def main() -> int:
     """Run the scenarios at every k, print the table and the drift."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ks", default="1,2,5,10")
+    ap.add_argument("--cc", default="cubic", choices=["cubic", "reno"])
+    ap.add_argument("--mounts", default="default,tuned")
+    ap.add_argument("--losses", default="0,0.1")
     ap.add_argument("--out", default=str(REPO / "results" / "dilation-invariance"))
     ap.add_argument("--parallel", default=None, help="lab kernels at once (host side)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     f = out.parent / f"{out.name}.toml"  # beside the results: `testbed run` owns out
-    f.write_text(EXPERIMENT.format(ks=args.ks))
+    f.write_text(EXPERIMENT.format(ks=args.ks, cc=args.cc, losses=args.losses,
+                                   mounts=", ".join(f'"{m}"' for m in args.mounts.split(","))))
     plan = plan_mod.load(f)
     cmd = [str(REPO / ".venv" / "bin" / "testbed"), "run", str(f), "--out", str(out)]
     cmd += ["--resume"] if (out / "results.csv").exists() else []
@@ -103,6 +112,7 @@ def main() -> int:
     marked = s[s["emulator_limited"]]
     for _, r in marked.iterrows():
         print(f"emulator-limited: {r['point_id']} ({r['emulator_reason']})")
+    print(f"congestion control: {args.cc}")
     print(f"DRIFT au_points={au:.2f} throughput_pct={tp:.2f}")
     return 0
 

@@ -327,6 +327,8 @@ class NfsServerSpec:
 
 
 MOUNT_TRANSPORTS = ("tcp", "rdma")
+# TCP congestion controls a point may ask for (every kernel has both built in)
+CONGESTION_CONTROLS = ("cubic", "reno")
 NFS_RDMA_PORT = 20049  # IANA's NFS over RDMA port (RFC 5666)
 
 

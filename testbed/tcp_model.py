@@ -103,9 +103,13 @@ class Prediction:
         return self.mbit / 8
 
 
-def predict(cc: str, mtu: int, rtt_ms: float, loss_pct: float) -> Prediction:
+def predict(cc: str, mtu: int, rtt_ms: float, loss_pct: float,
+            clock_scale: float = 1.0) -> Prediction:
     """The response function of congestion control `cc` ("reno" or "cubic") for one flow
     over a path of `rtt_ms` with per-packet loss `loss_pct` (percent) and frames of `mtu`.
+    clock_scale k: the path is time-dilated by k. Reno counts round trips and does not
+    notice; CUBIC's curve runs on the kernel's clock, so its own window is that of a
+    round trip k times longer (in segments; the goodput stays window x MSS / rtt_ms).
 
     Raises SpecError for an unknown cc, a loss outside (0, 100) % or a non-positive RTT."""
     if cc not in MODELS:
@@ -115,6 +119,6 @@ def predict(cc: str, mtu: int, rtt_ms: float, loss_pct: float) -> Prediction:
     if cc == "reno":
         window, region = reno_window(p), "reno"
     else:
-        window, region = cubic_window(p, rtt_s)
+        window, region = cubic_window(p, rtt_s * clock_scale)
     return Prediction(cc=cc, model=MODELS[cc], region=region, mss_bytes=mss_bytes(mtu),
                       rtt_ms=rtt_ms, loss_pct=loss_pct, window_segments=window)

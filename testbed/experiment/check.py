@@ -35,8 +35,16 @@ def _read_MB_s(point: Point, topo: SiteTopo, fetch: bool = False) -> float:
     ra = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
     rmem = point.tcp_buffer_bytes or \
         max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
-    b = explain.bounds(topo, point, worker, ra, rmem, "cubic", fetch=fetch)
+    b = explain.bounds(topo, point, worker, ra, rmem, point.congestion, fetch=fetch)
     return b.predicted / 1e6
+
+
+def dilated_cubic_under_loss(point: Point) -> bool:
+    """Whether a point runs CUBIC over a lossy path at k > 1 (or auto): its
+    window then grows on the undilated kernel clock (README, "Time dilation")."""
+    dilated = point.value("time_scale") == "auto" or point.time_scale > 1
+    lossy = any(f.loss_pct > 0 for _, f in point.fibres)
+    return dilated and lossy and point.congestion == "cubic"
 
 
 def point_seconds(point: Point, topo: SiteTopo) -> float:
@@ -103,6 +111,11 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
         lines.append("time_scale auto: k is chosen when the run starts, from a calibration "
                      f"of the lab kernel's NFS read rate; at {NOMINAL_LAB_MB_S:g} MB/s "
                      f"(user-mode Linux on a recent x86 core) it would be {ks}")
+    if any(dilated_cubic_under_loss(p) for p in plan.points):
+        lines.append("note: CUBIC with loss under time dilation grows its window on the real "
+                     "clock (as over a k times longer round trip): those points are the "
+                     "dilated CUBIC's, not the scenario's (the model says so); congestion = "
+                     "\"reno\" counts round trips and is invariant")
     if plan.search is not None:
         s = plan.search
         lines.append(f"search: {s.text} over {s.key.text} {format_value(s.lo)}..."

@@ -54,7 +54,7 @@ def need_MB_s(plan: Plan, point: Point) -> float:
     ra = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
     rmem = point.tcp_buffer_bytes or \
         max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
-    return sum(explain.bounds(topo, point, w, ra, rmem, "cubic").predicted / 1e6
+    return sum(explain.bounds(topo, point, w, ra, rmem, point.congestion).predicted / 1e6
                for w in topology.worker_hosts(topo))
 
 

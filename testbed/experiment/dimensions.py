@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from testbed.errors import SpecError
-from testbed.spec import MOUNT_TRANSPORTS, NFS_VERSIONS, parse_rate, parse_text
+from testbed.spec import (CONGESTION_CONTROLS, MOUNT_TRANSPORTS, NFS_VERSIONS, parse_rate,
+                          parse_text)
 from testbed.workload import ACCESS, FORMATS, READER_KINDS
 
 TARGETS = ("fibre", "topology", "server", "dataset", "mount", "loader", "data_path", "run",
@@ -268,6 +269,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
     # (6 = Linux's default tcp_rmem maximum); also a field of a [mounts.NAME] profile
     Dimension("tcp_buffer_mib", "auto", "MiB", "host", "TCP buffer maximum", 0.0625, 4096,
               section="mounts"),
+    Dimension("congestion", "choice", "", "host", "TCP congestion control on every host",
+              choices=CONGESTION_CONTROLS),
     # the loader and the emulated accelerator
     Dimension("workload", "choice", "", "preset", "workload preset", choices=_presets,
               section="workload", key="preset"),

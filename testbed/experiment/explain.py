@@ -108,7 +108,8 @@ def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
                       share_Bps=share_Bps(topo, point, worker), loss=1 - keep,
                       mtu=int(point.value("mtu")), connections=m.nconnect,
                       buffer_bytes=rmem_max, cc=cc, transport=m.transport,
-                      window_share=model.window_share(platform.release()))
+                      window_share=model.window_share(platform.release()),
+                      clock_scale=point.time_scale)
     sample = point.dataset.sample_bytes(wl.access)
     reading = model.Reading(readers=min(wl.readers, wl.prefetch * wl.batch),
                             sample_bytes=sample, read_bytes=wl.read_kib << 10,

@@ -112,6 +112,11 @@ class Point:
         return None if v == "auto" else int(float(v) * 2**20)
 
     @property
+    def congestion(self) -> str:
+        """The TCP congestion control every host of the point uses."""
+        return str(self.value("congestion"))
+
+    @property
     def time_scale(self) -> float:
         """The point's time dilation k (for "auto": as calibrated, 1.0 before)."""
         return self.fibres[0][1].time_scale if self.fibres else 1.0
@@ -201,7 +206,7 @@ class Resolver:
         other = {"mount": "default", "workers": topo.params.get("workers", 1),  # type: ignore[attr-defined]
                  "mtu": 1500, "data_path": "direct", "cache_mib": 1024, "stage_parallel": 4,
                  "time_scale": 1.0, "workload": NONE, "workload_scale": 1.0,
-                 "tcp_buffer_mib": "auto"}
+                 "tcp_buffer_mib": "auto", "congestion": "cubic"}
         out: dict[Key, Any] = {}
         for d in dims.DIMENSIONS:
             if d.per_link:

@@ -84,13 +84,15 @@ class Site:
         self.net.stop()
 
     def apply(self, point: Point) -> None:
-        """Put every fibre into the point's state (live; restates every parameter) and
-        the hosts' route timers at the point's time scale."""
+        """Put every fibre into the point's state (live; restates every parameter), the
+        hosts' route timers at the point's time scale and their congestion control (the
+        point's mounts are fresh: their connections start with it)."""
         self.net.buffer_override = point.tcp_buffer_bytes
         for name, spec in point.fibres:
             self.net.set_fibre_spec(name, spec)
         self.net.set_tcp_buffers(point.tcp_buffer_bytes)
         self.net.set_time_scale(point.time_scale)
+        self.net.set_congestion(point.congestion)
         if point.mount.transport == "rdma":
             self._enable_rdma()
 

@@ -56,6 +56,7 @@ class Path:
     cc: str = "cubic"
     transport: str = "tcp"
     window_share: float = 0.5
+    clock_scale: float = 1.0  # time dilation k: CUBIC's curve runs on the real clock
 
     @property
     def mss(self) -> int:
@@ -134,12 +135,13 @@ class Bounds:
 
 def loss_Bps(path: Path) -> float:
     """The loss bound of the path's connections: tcp_model's response function of the
-    path's congestion control (Mathis for reno; RFC 8312's for cubic), x nconnect. Not
-    modelled for soft-RoCE (go-back-N after a timeout): no bound."""
+    path's congestion control (Mathis for reno; RFC 8312's for cubic, its curve on the
+    dilated clock), x nconnect. Not modelled for soft-RoCE (go-back-N after a timeout): no bound."""
     if path.loss <= 0 or path.rtt_s <= 0 or path.transport == "rdma":
         return math.inf
     cc = path.cc if path.cc in tcp_model.MODELS else "reno"
-    one = tcp_model.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0)
+    one = tcp_model.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0,
+                            path.clock_scale)
     return one.MB_s * 1e6 * path.connections
 
 

@@ -363,6 +363,14 @@ class Network:
         self.buffer_override = nbytes
         self._size_buffers()
 
+    def set_congestion(self, name: str) -> None:
+        """Every host's TCP congestion control for connections opened from now on."""
+        if name == self.congestion:
+            return
+        for host in self.hosts:
+            self.sysctl(host, "net/ipv4/tcp_congestion_control", name)
+        self.congestion = name
+
     def set_time_scale(self, k: float) -> None:
         """Stretch the kernel timers TCP lets a route scale: rto_min (200 ms) becomes
         k x 200 ms on every host's routes, so that retransmission timeouts, and the

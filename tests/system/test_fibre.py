@@ -224,3 +224,10 @@ def test_time_scale_stretches_the_rto_tcp_uses(make_net):
     net.set_time_scale(1)
     assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {None}
     assert 190 <= _tcp_rto_ms(net, "w1", "srv", port=5302) <= 500
+
+
+def test_congestion_control_is_set_on_every_host(make_net):
+    net = make_net("apn", workers=2, distance_km=100, rate="100mbit")
+    net.set_congestion("reno")
+    assert {net.read_sysctl(h, "net.ipv4.tcp_congestion_control")
+            for h in ("srv", "w1", "w2")} == {"reno"}

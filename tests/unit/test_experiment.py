@@ -190,3 +190,16 @@ def test_server_table(tmp_path):
     for bad in ("threads = 0", "thread = 8", 'versions = ["2"]'):
         with pytest.raises(SpecError, match="server"):
             load(tmp_path, f'[server]\n{bad}\n')
+
+
+def test_congestion_is_a_knob_and_check_names_dilated_cubic_under_loss(tmp_path):
+    from testbed.experiment import check
+    plan = load(tmp_path, "[fixed]\ndistance_km = 3000\nloss_pct = 0.1\ntime_scale = 5\n"
+                          "[sweep]\ncongestion = [\"cubic\", \"reno\"]\n")
+    far = [p for p in plan.points if not p.is_baseline]
+    assert {p.congestion for p in far} == {"cubic", "reno"}
+    assert [check.dilated_cubic_under_loss(p) for p in far] == [True, False]
+    assert any("CUBIC with loss under time dilation" in line
+               for line in check.describe(plan)[1])
+    with pytest.raises(SpecError, match="congestion"):
+        load(tmp_path, "[fixed]\ncongestion = \"vegas\"\n")

@@ -68,3 +68,16 @@ def test_cubic_regions():
 def test_rejects(args):
     with pytest.raises(SpecError):
         tcp_model.predict(*args)
+
+
+def test_dilation_moves_cubic_not_reno():
+    """Under time dilation by k CUBIC's curve runs on the real clock: its window is that
+    of a k times longer round trip; Reno counts round trips and does not move."""
+    reno1 = tcp_model.predict("reno", 1500, 29.4, 0.1)
+    reno5 = tcp_model.predict("reno", 1500, 29.4, 0.1, clock_scale=5)
+    assert reno5.MB_s == pytest.approx(reno1.MB_s)
+    cubic1 = tcp_model.predict("cubic", 1500, 29.4, 0.1)
+    cubic5 = tcp_model.predict("cubic", 1500, 29.4, 0.1, clock_scale=5)
+    assert cubic1.region == "tcp-friendly" and cubic5.region == "cubic"
+    assert cubic5.MB_s > 1.1 * cubic1.MB_s
+    assert cubic5.rtt_ms == 29.4  # goodput over the emulated round trip
