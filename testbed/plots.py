@@ -4,7 +4,9 @@ the workload's demand and the model's bound, and accelerator utilisation with th
 
 Measurements are points with their 95 % intervals (never joined by lines that would pose
 as data between sparse values); model bounds are continuous curves over the whole axis;
-points the emulator could not carry in real time are drawn hollow. Linear axes.
+points the emulator could not carry in real time are drawn hollow. Linear axes. One legend
+beside the panels (never over the data), a colour per setting, and the line styles (model
+bound, demand, AU bar) and the hollow mark explained once.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ def _errorbars(ax: object, rows: pd.DataFrame, x: str, y: str, color: str, label
             continue
         yerr = part.get(f"{y}_ci")
         ax.errorbar(part[x], part[y], yerr=None if yerr is None else yerr.fillna(0),  # type: ignore[attr-defined]
-                    fmt="o", color=color, mfc="white" if hollow else color, ms=6, capsize=3,
-                    label=label if not hollow else f"{label} (emulator-limited)")
+                    fmt="o", color=color, mfc="white" if hollow else color, ms=6, capsize=3)
 
 
 def _numeric_x(series: list[Series], x: str) -> tuple[list[Series], list[str]]:
@@ -67,13 +68,11 @@ def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
         c = colors[i % len(colors)]
         _errorbars(ax1, s.rows, x, "throughput_MB_s", c, s.label)
         if s.bound is not None:
-            ax1.plot(grid, [s.bound(v) for v in grid], "-", color=c, alpha=0.5, lw=1.2,
-                     label=f"{s.label}: model bound")
+            ax1.plot(grid, [s.bound(v) for v in grid], "-", color=c, alpha=0.5, lw=1.2)
         if s.demand_MB_s == s.demand_MB_s:
-            ax1.axhline(s.demand_MB_s, color=c, ls=":", lw=1, alpha=0.8,
-                        label=f"{s.label}: demand at 100 % AU")
+            ax1.axhline(s.demand_MB_s, color=c, ls=":", lw=1, alpha=0.8)
         _errorbars(ax2, s.rows, x, "au_pct", c, s.label)
-    ax2.axhline(au_bar, color="grey", ls="--", lw=1, label=f"AU bar {au_bar:g} %")
+    ax2.axhline(au_bar, color="grey", ls="--", lw=1)
     ax1.set(xlabel=x_label, ylabel="read throughput per worker (MB/s)", ylim=(0, None),
             title="How fast each worker reads")
     ax2.set(xlabel=x_label, ylabel="accelerator utilisation (%)", ylim=(0, 105),
@@ -82,9 +81,25 @@ def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
         if ticks:
             ax.set_xticks(range(len(ticks)), ticks)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+    fig.legend(handles=_legend(series, colors, au_bar), loc="center left",
+               bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _legend(series: list[Series], colors: list[str], au_bar: float) -> list[object]:
+    """The figure's legend: a marker per setting in its colour, then the styles once."""
+    from matplotlib.lines import Line2D
+    handles: list[object] = [Line2D([], [], color=colors[i % len(colors)], marker="o", ls="",
+                                    label=s.label) for i, s in enumerate(series)]
+    styles = [("-", "", "grey", "model bound"),
+              (":", "", "grey", "demand at 100 % AU"),
+              ("--", "", "grey", f"AU bar {au_bar:g} %"),
+              ("", "o", "white", "hollow: emulator-limited")]
+    for ls, marker, face, label in styles:
+        handles.append(Line2D([], [], color="grey", ls=ls or "", marker=marker or None,
+                              mfc=face, label=label))
+    return handles
