@@ -23,7 +23,8 @@ from testbed.experiment.plan import Plan, Point, format_value
 SITE_SETUP_S = 4.0          # namespaces, links, nfsd start (lab kernel, measured ~3-4 s)
 DATASET_MB_S = 150.0        # dataset generation into tmpfs in the lab kernel
 POINT_OVERHEAD_S = 2.0      # fibre change, drop_caches, mounts, loader start, unmounts
-NOMINAL_LAB_MB_S = 300.0    # a typical calibration of the user-mode lab kernel (MB/s)
+NOMINAL_LAB_MB_S = 1300.0   # a typical calibration of the user-mode lab kernel (MB/s at
+                            # one CPU: dilation.calibrate)
 
 
 def _read_MB_s(point: Point, topo: SiteTopo, fetch: bool = False) -> float:
@@ -109,7 +110,7 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
     if plan.auto_scale:
         ks = ", ".join(f"{k:g}" for k in sorted({p.time_scale for p in plan.points}))
         lines.append("time_scale auto: k is chosen when the run starts, from a calibration "
-                     f"of the lab kernel's NFS read rate; at {NOMINAL_LAB_MB_S:g} MB/s "
+                     f"of what the lab kernel moves per CPU; at {NOMINAL_LAB_MB_S:g} MB/s "
                      f"(user-mode Linux on a recent x86 core) it would be {ks}")
     if any(dilated_cubic_under_loss(p) for p in plan.points):
         lines.append("note: CUBIC with loss under time dilation grows its window on the real "
