@@ -279,7 +279,7 @@ def calibrate_auto(plan: Plan, opts: Options, pool: Any) -> tuple[Plan, dict[str
     if not plan.auto_scale:
         return plan, {}
     job = jobs.Job("cal", calibrate=True)
-    log.warning("time_scale auto: calibrating a lab kernel's NFS read rate")
+    log.warning("time_scale auto: calibrating what a lab kernel moves per CPU")
     fut = pool.submit(jobs.spec(job, plan, dict(opts.overrides), None, CALIBRATE_TIMEOUT_S),
                       lambda ev: None)
     try:

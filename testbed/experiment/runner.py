@@ -201,7 +201,8 @@ def apply_capacity(plan: Plan, capacity: float) -> tuple[Plan, dict[str, Any]]:
     from testbed.experiment import dilation
     scaled = dilation.rescale(plan, dilation.choose(plan, capacity))
     ks = {p.id: p.time_scale for p in scaled.points}
-    log.warning("time_scale auto: the lab reads NFS at %.0f MB/s; k = %s", capacity,
+    log.warning("time_scale auto: the lab kernel moves %.0f MB/s of NFS reads per CPU; "
+                "k = %s", capacity,
                 ", ".join(f"{k:g}" for k in sorted(set(ks.values()))))
     return scaled, {"auto": True, "calibrated_MB_s": capacity, "per_point": ks}
 
