@@ -33,7 +33,8 @@ from testbed.experiment import search as search_mod
 from testbed.experiment.collect import Sink
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
-from testbed.experiment.runner import Listener, Outcome, Quiet, apply_capacity, meta_of
+from testbed.experiment.runner import (Listener, Outcome, Quiet, apply_capacity, meta_of,
+                                       previous_capacity)
 from testbed.experiment import schedule
 from testbed.experiment.schedule import Ledger, Limit
 
@@ -258,7 +259,9 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
             labkernel.lab_ready()
             limit, why = start_limit(opts, None)
             pool = stack.enter_context(LocalPool(limit.value))
-        plan, scale = calibrate_auto(plan, opts, pool)
+        earlier = previous_capacity(out) if resume and plan.auto_scale else None
+        plan, scale = apply_capacity(plan, earlier) if earlier else \
+            calibrate_auto(plan, opts, pool)
         opts = dataclasses.replace(opts, capacity_MB_s=scale.get("calibrated_MB_s"))
         meta = {**meta_of(plan), "time_scale": scale or sorted(
             {p.time_scale for p in plan.points}),

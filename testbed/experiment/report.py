@@ -213,7 +213,7 @@ def _curve(plan: Plan, x: Key, g: pd.DataFrame, df: pd.DataFrame) -> Any:
             return math.nan
         rmem = p.tcp_buffer_bytes or \
             max([f.tcp_buffer_bytes() for _, f in p.fibres], default=6 << 20)
-        return explain.bounds(topo, p, worker, ra, rmem, "cubic").predicted / 1e6
+        return explain.bounds(topo, p, worker, ra, rmem, p.congestion).predicted / 1e6
 
     return bound
 

@@ -8,6 +8,7 @@ The runner knows nothing of terminals: it tells a Listener what it is doing.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -186,13 +187,26 @@ def meta_of(plan: Plan) -> dict[str, Any]:
     }
 
 
-def resolve_auto_scale(plan: Plan) -> tuple[Plan, dict[str, Any]]:
-    """For time_scale = "auto": calibrate the lab kernel, choose k, reload the plan with
-    it; (the plan to run, what was decided for meta.json)."""
+def resolve_auto_scale(plan: Plan, out: Path | None = None,
+                       resume: bool = False) -> tuple[Plan, dict[str, Any]]:
+    """For time_scale = "auto": calibrate the lab kernel (or, resuming, take the run's
+    own calibration from its meta.json, so that every point keeps its k), choose k,
+    reload the plan with it; (the plan to run, what was decided for meta.json)."""
     from testbed.experiment import dilation
     if not plan.auto_scale:
         return plan, {}
-    return apply_capacity(plan, dilation.calibrate())
+    earlier = previous_capacity(out) if resume and out is not None else None
+    return apply_capacity(plan, earlier or dilation.calibrate())
+
+
+def previous_capacity(out: Path) -> float | None:
+    """The calibration a results folder's meta.json recorded for time_scale auto."""
+    try:
+        scale = json.loads((out / "meta.json").read_text()).get("time_scale")
+    except (OSError, ValueError):
+        return None
+    return float(scale["calibrated_MB_s"]) if isinstance(scale, dict) and \
+        scale.get("calibrated_MB_s") else None
 
 
 def apply_capacity(plan: Plan, capacity: float) -> tuple[Plan, dict[str, Any]]:
@@ -219,7 +233,7 @@ def run(plan: Plan, out: Path, resume: bool = False,
         raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
     check_memory(plan)
     check_capture(plan)
-    plan, scale = resolve_auto_scale(plan)
+    plan, scale = resolve_auto_scale(plan, out, resume)
     done = store.done() if resume else set()
     store.write_meta({**meta_of(plan), "time_scale": scale or sorted(
         {p.time_scale for p in plan.points})})

@@ -113,3 +113,13 @@ def test_window_share_follows_the_kernel_release():
     new = Path(rtt_s=0.0294, share_Bps=12.5e9, buffer_bytes=6 << 20, window_share=0.95)
     assert window_Bps(old) / 1e6 == pytest.approx(107.0, rel=0.01)
     assert window_Bps(new) / 1e6 == pytest.approx(203.3, rel=0.01)
+
+
+@pytest.mark.parametrize("rtt_s, readers, sample, read, ra", [
+    (0.0294, 4, 8 << 20, 1 << 20, 16 << 20), (0.0098, 2, 4 << 20, 128 << 10, 128 << 10),
+    (0.0005, 8, 114_660, 4096, 1 << 20), (0.05, 1, 2_828_486, 1 << 20, 128 << 10)])
+def test_simulation_jumps_give_the_page_by_page_result(rtt_s, readers, sample, read, ra):
+    from testbed.model import sim
+    s = sim.Setting(rtt_s=rtt_s, rate_Bps=125e6, readers=readers, sample_bytes=sample,
+                    read_bytes=read, rsize=1 << 20, ra_bytes=ra)
+    assert sim.read_rate_Bps(s) == sim.read_rate_Bps(s, fast=False)
