@@ -69,10 +69,20 @@ def _cell(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def _rate(value: float) -> str:
+    """A rate in MB/s: one decimal, or three significant figures below 1 (an LLM's token
+    stream reads 0.0376 MB/s, not 0.0)."""
+    if value != value:
+        return ""
+    return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.1f}"
+
+
 def _pm(row: pd.Series, metric: str) -> str:
     mean, ci = row.get(metric, math.nan), row.get(f"{metric}_ci", math.nan)
     if mean != mean:
         return "failed" if row.get("failed", 0) else ""
+    if metric.endswith("MB_s"):
+        return _rate(mean) + (f" ± {_rate(ci)}" if ci == ci else "")
     return f"{mean:.1f}" + (f" ± {ci:.1f}" if ci == ci else "")
 
 
@@ -90,7 +100,7 @@ def _table(plan: Plan, s: pd.DataFrame) -> Table:
         cells += [str(r["site"])] if sites else []
         cells += [_cell(r.get("rtt_ms", math.nan), 2), _pm(r, "throughput_MB_s"),
                   _pm(r, "au_pct"), _pm(r, "slowdown_pct"),
-                  _cell(r.get("model_MB_s", math.nan), 1), _limit(r),
+                  _rate(r.get("model_MB_s", math.nan)), _limit(r),
                   f"{int(r['n'])}" + (f" ({int(r['failed'])} failed)" if r["failed"] else "")]
         table.add_row(*cells)
     return table
