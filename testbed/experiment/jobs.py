@@ -57,7 +57,8 @@ def grid_runs(plan: Plan) -> dict[str, tuple[Point, int]]:
 def spec(job: Job, plan: Plan, overrides: dict[str, str], seed_csv: str | None = None,
          timeout_s: int = 1800, capacity_MB_s: float | None = None) -> dict[str, Any]:
     """The job's wire form (see the module docstring); capacity_MB_s is the calibrated
-    NFS read rate that resolves time_scale = "auto" (None: not calibrated)."""
+    capacity (MB/s the lab kernel moves per CPU) that resolves time_scale = "auto"
+    (None: not calibrated)."""
     return {"version": SPEC_VERSION, "id": job.id, "attempt": job.attempt,
             "experiment": {"name": Path(plan.path).name,
                            "text": Path(plan.path).read_text(encoding="utf-8")},

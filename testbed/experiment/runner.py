@@ -210,7 +210,7 @@ def previous_capacity(out: Path) -> float | None:
 
 
 def apply_capacity(plan: Plan, capacity: float) -> tuple[Plan, dict[str, Any]]:
-    """The plan with time_scale "auto" resolved from a calibrated NFS read rate (MB/s),
+    """The plan with time_scale "auto" resolved from a calibration (MB/s per CPU),
     and what was decided, for meta.json (the same on the host and in every lab kernel)."""
     from testbed.experiment import dilation
     scaled = dilation.rescale(plan, dilation.choose(plan, capacity))
