@@ -278,7 +278,7 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
 def calibrate_auto(plan: Plan, opts: Options, pool: Any) -> tuple[Plan, dict[str, Any]]:
     """For time_scale = "auto": one calibration job, in a lab kernel alone (before any
     other starts, so that it measures the machine undisturbed), then the plan resolved
-X
+    from its figure as runner.run resolves it in one kernel; (plan, meta.json's record)."""
     if not plan.auto_scale:
         return plan, {}
     job = jobs.Job("cal", calibrate=True)
