@@ -81,7 +81,7 @@ def _pm(row: pd.Series, metric: str) -> str:
     mean, ci = row.get(metric, math.nan), row.get(f"{metric}_ci", math.nan)
     if mean != mean:
         return "failed" if row.get("failed", 0) else ""
-    if metric.endswith("MB_s"):
+    if metric.endswith("MB_s") and 0 < abs(mean) < 1:
         return _rate(mean) + (f" ± {_rate(ci)}" if ci == ci else "")
     return f"{mean:.1f}" + (f" ± {ci:.1f}" if ci == ci else "")
 
