@@ -15,13 +15,12 @@ parallelism and every back-off.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import queue
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,7 @@ from testbed.experiment import search as search_mod
 from testbed.experiment.collect import Sink
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
-from testbed.experiment.runner import (Listener, Outcome, Quiet, apply_capacity, meta_of,
-                                       previous_capacity)
+from testbed.experiment.runner import Listener, Outcome, Quiet, meta_of, resolve_auto_scale
 from testbed.experiment import schedule
 from testbed.experiment.schedule import Ledger, Limit
 
@@ -184,16 +182,11 @@ class Dispatcher:
     def settle(self, job: jobs.Job, result: dict[str, Any], seen: set[str]) -> None:
         """Files, environment, search row; a spec error stops the run; runs the job did
         not report are run again (or recorded as failed)."""
-        status = result.get("status") or {}
-        if status.get("error") == "spec":
-            msg = str(status.get("message", "bad input"))
-            raise SpecError(msg.replace(str(status.get("experiment_path")),
-                                        str(self.plan.path)))
+        status = _checked_status(result, self.plan)
         self.sink.files(result.get("files") or {})
         if status.get("environment"):
             self.environments.append({**status["environment"], "job": job.id})
-        why = status.get("message") or f"lab kernel exit {result.get('rc')}: " \
-            f"{result.get('console', '')}"
+        why = _failure(result)
         if job.setting is not None:
             self.settle_search(job, result, why)
         for run in job.runs:
@@ -259,10 +252,8 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
             labkernel.lab_ready()
             limit, why = start_limit(opts, None)
             pool = stack.enter_context(LocalPool(limit.value))
-        earlier = previous_capacity(out) if resume and plan.auto_scale else None
-        plan, scale = apply_capacity(plan, earlier) if earlier else \
-            calibrate_auto(plan, opts, pool)
-        opts = dataclasses.replace(opts, capacity_MB_s=scale.get("calibrated_MB_s"))
+        plan, scale = calibrate_auto(plan, opts, pool, out, resume)
+        opts = replace(opts, capacity_MB_s=scale.get("calibrated_MB_s"))
         meta = {**meta_of(plan), "time_scale": scale or sorted(
             {p.time_scale for p in plan.points}),
             "execution": _execution(opts, limit, why, pool)}
@@ -275,30 +266,46 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
     return d.outcome
 
 
-def calibrate_auto(plan: Plan, opts: Options, pool: Any) -> tuple[Plan, dict[str, Any]]:
-    """For time_scale = "auto": one calibration job, in a lab kernel alone (before any
-    other starts, so that it measures the machine undisturbed), then the plan resolved
-    from its figure as runner.run resolves it in one kernel; (plan, meta.json's record)."""
-    if not plan.auto_scale:
-        return plan, {}
-    job = jobs.Job("cal", calibrate=True)
+def calibrate_auto(plan: Plan, opts: Options, pool: Any, out: Path | None = None,
+                   resume: bool = False) -> tuple[Plan, dict[str, Any]]:
+    """For time_scale = "auto": the plan resolved as runner.run resolves it in one kernel,
+    calibrated by one calibration job in a lab kernel alone (before any other starts, so
+    that it measures the machine undisturbed); (plan, meta.json's record)."""
+    return resolve_auto_scale(plan, out, resume, lambda: _calibration_job(plan, opts, pool))
+
+
+def _calibration_job(plan: Plan, opts: Options, pool: Any) -> float:
+    """What a lab kernel moves per CPU (MB/s), from a calibration job in the pool."""
     log.warning("time_scale auto: calibrating what a lab kernel moves per CPU")
+    job = jobs.Job("cal", calibrate=True)
     fut = pool.submit(jobs.spec(job, plan, dict(opts.overrides), None, CALIBRATE_TIMEOUT_S),
                       lambda ev: None)
     try:
         result = fut.result()
     except Exception as exc:  # a lost worker, a failing host
         raise TestbedError(f"time_scale auto: the calibration job was lost: {exc}") from None
+    status = _checked_status(result, plan)
+    if not status.get("calibrated_MB_s"):
+        raise TestbedError(f"time_scale auto: the calibration failed: {_failure(result)}"
+                           [:500])
+    return float(status["calibrated_MB_s"])
+
+
+def _checked_status(result: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """A job's status.json; SpecError (naming the host's file) when the lab kernel found
+    the plan invalid."""
     status = result.get("status") or {}
     if status.get("error") == "spec":
-        raise SpecError(str(status.get("message", "bad input")).replace(
-            str(status.get("experiment_path")), str(plan.path)))
-    rate = status.get("calibrated_MB_s")
-    if not rate:
-        why = status.get("message") or f"lab kernel exit {result.get('rc')}: " \
-            f"{result.get('console', '')}"
-        raise TestbedError(f"time_scale auto: the calibration failed: {why}"[:500])
-    return apply_capacity(plan, float(rate))
+        msg = str(status.get("message", "bad input"))
+        raise SpecError(msg.replace(str(status.get("experiment_path")), str(plan.path)))
+    return status
+
+
+def _failure(result: dict[str, Any]) -> str:
+    """Why a job did not deliver: the guest's message, or lab/run's exit and console."""
+    status = result.get("status") or {}
+    return status.get("message") or f"lab kernel exit {result.get('rc')}: " \
+        f"{result.get('console', '')}"
 
 
 def _execution(opts: Options, limit: Limit, why: str, pool: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from testbed import results
 from testbed.errors import SpecError, TestbedError
@@ -187,16 +187,20 @@ def meta_of(plan: Plan) -> dict[str, Any]:
     }
 
 
-def resolve_auto_scale(plan: Plan, out: Path | None = None,
-                       resume: bool = False) -> tuple[Plan, dict[str, Any]]:
-    """For time_scale = "auto": calibrate the lab kernel (or, resuming, take the run's
-    own calibration from its meta.json, so that every point keeps its k), choose k,
-    reload the plan with it; (the plan to run, what was decided for meta.json)."""
-    from testbed.experiment import dilation
+def resolve_auto_scale(plan: Plan, out: Path | None = None, resume: bool = False,
+                       calibrate: Callable[[], float] | None = None
+                       ) -> tuple[Plan, dict[str, Any]]:
+    """For time_scale = "auto": calibrate (this lab kernel by default; from the host, a
+    calibration job), or, resuming, take the run's own calibration from its meta.json so
+    that every point keeps its k; choose k and reload the plan with it; (the plan to
+    run, what was decided for meta.json)."""
     if not plan.auto_scale:
         return plan, {}
     earlier = previous_capacity(out) if resume and out is not None else None
-    return apply_capacity(plan, earlier or dilation.calibrate())
+    if earlier is None:
+        from testbed.experiment import dilation
+        earlier = (calibrate or dilation.calibrate)()
+    return apply_capacity(plan, earlier)
 
 
 def previous_capacity(out: Path) -> float | None:
