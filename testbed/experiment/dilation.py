@@ -30,6 +30,7 @@ from typing import Callable
 from testbed import labkernel, topology
 from testbed.experiment import explain
 from testbed.experiment.datapaths import drop_caches
+from testbed.experiment.measure import cpu_times
 from testbed.experiment.plan import Plan, Point
 from testbed.network.engine import Network
 from testbed.services.nfs import NfsMount, NfsServer
@@ -98,9 +99,7 @@ def _cpu_seconds() -> float:
     host = labkernel.host_sample()
     if host is not None:
         return host[1]
-    with open("/proc/stat") as fh:
-        f = [float(x) for x in fh.readline().split()[1:]]
-    return (sum(f) - f[3] - (f[4] if len(f) > 4 else 0.0)) / os.sysconf("SC_CLK_TCK")
+    return cpu_times()[0] / os.sysconf("SC_CLK_TCK")
 
 
 def _read_passes(path: Path, seconds_cap: float) -> tuple[int, float]:

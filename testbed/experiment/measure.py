@@ -72,7 +72,7 @@ def path_of(site: Site, point: Point, worker: str) -> Path_:
                  min(s.rate_mbit for s in specs), 100 * (1 - keep), specs[0].mss_bytes)
 
 
-def _cpu_times() -> tuple[float, float]:
+def cpu_times() -> tuple[float, float]:
     """(busy, total) jiffies of all CPUs from /proc/stat."""
     with open("/proc/stat") as fh:
         fields = [float(x) for x in fh.readline().split()[1:]]
@@ -165,10 +165,10 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
             cap = capture_mod.start(site.net, site.workers[0], plan.capture, point.id, stack)
         state.set_phase("loader")
         paths = [path_of(site, point, w) for w in site.workers]
-        before, busy0, total0, t0 = site.fibre_counters(), *_cpu_times(), time.monotonic()
+        before, busy0, total0, t0 = site.fibre_counters(), *cpu_times(), time.monotonic()
         host0 = labkernel.host_sample()
         runs = _run_loaders([p.root for p in prepared], point, paths)
-        after, busy1, total1, t1 = site.fibre_counters(), *_cpu_times(), time.monotonic()
+        after, busy1, total1, t1 = site.fibre_counters(), *cpu_times(), time.monotonic()
         host1 = labkernel.host_sample()
         write_steps(out, point.run_id(rep), site.workers, runs)
         ctx = _Context([m.read_ahead_kb() for m in mounts],
