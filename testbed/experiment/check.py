@@ -32,12 +32,8 @@ def _read_MB_s(point: Point, topo: SiteTopo, fetch: bool = False) -> float:
     the kernel's default read-ahead (128 KiB) where the mount leaves it, and the TCP
     buffers the engine would set (2 x BDP, at least 6 MiB). fetch: over the fibre, as
     fast as it goes (a cache fill or staging copy)."""
-    worker = worker_hosts(topo)[0]
-    ra = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
-    rmem = point.tcp_buffer_bytes or \
-        max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
-    b = explain.bounds(topo, point, worker, ra, rmem, point.congestion, fetch=fetch)
-    return b.predicted / 1e6
+    return explain.planned_bounds(topo, point, worker_hosts(topo)[0],
+                                  fetch=fetch).predicted / 1e6
 
 
 def dilated_cubic_under_loss(point: Point) -> bool:

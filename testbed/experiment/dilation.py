@@ -63,10 +63,7 @@ def need_MB_s(plan: Plan, point: Point) -> float:
     """What a point asks the lab to move, in emulated MB/s: the model's read rate of each
     worker (demand or a bound), summed over the workers of the site."""
     topo = plan.resolver.topo(point.workers)
-    ra = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
-    rmem = point.tcp_buffer_bytes or \
-        max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
-    return sum(explain.bounds(topo, point, w, ra, rmem, point.congestion).predicted / 1e6
+    return sum(explain.planned_bounds(topo, point, w).predicted / 1e6
                for w in topology.worker_hosts(topo))
 
 

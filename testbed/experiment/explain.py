@@ -120,6 +120,19 @@ def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
     return model.predict(path, reading, demand, local=point.data_path != "direct")
 
 
+def planned_bounds(topo: topology.SiteTopo, point: Point, worker: str,
+                   ra_kb: int | None = None, fetch: bool = False) -> model.Bounds:
+    """The model's bounds for a point not measured yet: the mount's read-ahead (the
+    kernel's 128 KiB where the mount leaves it; ra_kb when read back), the TCP buffers
+    the engine would set (the point's, else 2 x the largest BDP, at least 6 MiB) and
+    the point's congestion control."""
+    if ra_kb is None:
+        ra_kb = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
+    rmem = point.tcp_buffer_bytes or \
+        max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
+    return bounds(topo, point, worker, ra_kb, rmem, point.congestion, fetch=fetch)
+
+
 def explain(b: model.Bounds, row: dict[str, Any], drops: int, sent_pkts_est: float,
             loss: float, fibre_MB_s: float, rmem_max: int) -> dict[str, Any]:
     """The explanation columns of a row: bounds, prediction, limited_by, emulator marks."""

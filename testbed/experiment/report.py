@@ -221,9 +221,7 @@ def _curve(plan: Plan, x: Key, g: pd.DataFrame, df: pd.DataFrame) -> Any:
             p = plan.resolver.point({**assignment, x: v}, plan.id_keys)
         except Exception:  # outside what the plan allows: no curve there
             return math.nan
-        rmem = p.tcp_buffer_bytes or \
-            max([f.tcp_buffer_bytes() for _, f in p.fibres], default=6 << 20)
-        return explain.bounds(topo, p, worker, ra, rmem, p.congestion).predicted / 1e6
+        return explain.planned_bounds(topo, p, worker, ra).predicted / 1e6
 
     return bound
 
