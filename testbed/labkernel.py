@@ -276,8 +276,7 @@ class HostMeter:
         """One sample into the file (write, then rename over the old one)."""
         cpu, wait = self.meter.sample()
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(f'{{"t": {time.monotonic():.3f}, "cpu_s": {cpu:.3f}, '
-                       f'"wait_s": {wait:.3f}}}')
+        tmp.write_text(json.dumps({"t": time.monotonic(), "cpu_s": cpu, "wait_s": wait}))
         tmp.replace(self.path)
 
     def _loop(self) -> None:

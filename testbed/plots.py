@@ -100,6 +100,6 @@ def _legend(series: list[Series], colors: list[str], au_bar: float) -> list[obje
               ("--", "", "grey", f"AU bar {au_bar:g} %"),
               ("", "o", "white", "hollow: emulator-limited")]
     for ls, marker, face, label in styles:
-        handles.append(Line2D([], [], color="grey", ls=ls or "", marker=marker or None,
-                              mfc=face, label=label))
+        handles.append(Line2D([], [], color="grey", ls=ls, marker=marker, mfc=face,
+                              label=label))
     return handles
