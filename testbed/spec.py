@@ -128,6 +128,11 @@ class Direction:
     rate_mbit: float
     limit_pkts: int
     mtu: int
+    seed: int | None = None  # netem's PRNG seed (None: a fresh random one)
+
+
+REVERSE_SEED_SALT = 0x9E3779B97F4A7C15  # B->A draws its own stream from the same seed
+U64 = 2**64
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,9 @@ class FibreSpec:
         time_scale: time dilation k >= 1. Every figure above stays the emulated scenario's;
             what tc is given (direction()) runs k times slower: rates / k, delay and jitter
             x k. Bytes in flight (BDP), queue limits and TCP buffers are unchanged.
+        loss_seed: netem's PRNG seed for loss and jitter (0 <= seed < 2**64; B->A uses
+            a stream of its own derived from it); None = a fresh random draw each time
+            the link is configured. Same seed, same packets dropped in the same order.
     """
 
     distance_km: float = 0.0
@@ -158,6 +166,7 @@ class FibreSpec:
     rate_reverse_mbit: float | None = None
     loss_reverse_pct: float | None = None
     time_scale: float = 1.0
+    loss_seed: int | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
@@ -178,6 +187,11 @@ class FibreSpec:
                  _number(self.loss_reverse_pct, "loss_reverse_pct", maximum=100.0))
         set_("time_scale", _number(self.time_scale, "time_scale", minimum=1.0,
                                    maximum=MAX_TIME_SCALE))
+        if self.loss_seed is not None and (
+                isinstance(self.loss_seed, bool) or not isinstance(self.loss_seed, int)
+                or not 0 <= self.loss_seed < U64):
+            raise SpecError(f"loss_seed: expected an integer in [0, 2**64), "
+                            f"got {self.loss_seed!r}")
         if self.jitter_ms > self.one_way_delay_ms and self.jitter_ms > 0:
             raise SpecError(f"jitter_ms: {self.jitter_ms:g} ms exceeds the one-way delay "
                             f"{self.one_way_delay_ms:g} ms (netem would reorder packets)")
@@ -260,7 +274,13 @@ class FibreSpec:
                          loss_pct=loss, rate_mbit=rate / k,
                          limit_pkts=max(self.limit_pkts(self.rate_mbit),
                                         self.limit_pkts(rate)),
-                         mtu=self.mtu)
+                         mtu=self.mtu, seed=self._seed(forward))
+
+    def _seed(self, forward: bool) -> int | None:
+        """A direction's netem seed: loss_seed A->B, a salted one B->A (None: random)."""
+        if self.loss_seed is None:
+            return None
+        return self.loss_seed if forward else self.loss_seed ^ REVERSE_SEED_SALT
 
     def tcp_buffer_bytes(self) -> int:
         """A per-socket TCP buffer maximum that lets one flow fill the fibre: 2 x BDP (Linux

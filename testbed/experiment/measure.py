@@ -37,7 +37,7 @@ PATH = ("time_scale_k", "path_km", "rtt_ms", "path_rate_mbit", "path_loss_pct", 
 METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
 STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
                 "samples", "measured")
-CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel",
+CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel", "loss_seed",
            *explain_mod.COLUMNS)
 
 
@@ -149,7 +149,8 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
     teardown stack has run by then."""
     state = site.net.state
     with ExitStack() as stack:
-        site.apply(point)
+        site.apply(point, rep)
+        seeds = site.loss_seeds()
         drop_caches()
         data_path = DATA_PATHS[point.data_path]()
         data_path.before_mount(site.net, point, stack)
@@ -175,7 +176,7 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
                        100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
                        {n: tuple(b - a for a, b in zip(before[n], after[n])) for n in after},
                        t1 - t0, labkernel.host_share(host0, host1)
-                       if host0 is not None and host1 is not None else {})
+                       if host0 is not None and host1 is not None else {}, seeds)
         rows = _rows(plan, site, point, rep, runs, prepared, ctx)
         if ctx.host:  # starved by the host's scheduler: the machine's figure, say so
             schedule.host_mark({**ctx.host, "rows": rows})
@@ -212,6 +213,14 @@ def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb
                                sent / max(ctx.seconds, 1e-9) / 1e6 * point.time_scale, rmem)
 
 
+def _seed_text(site: Site, worker: str, seeds: dict[str, int | None]) -> str:
+    """The netem seed of the first fibre on the worker's path, as 0x + 16 hex digits
+    (text: a u64 does not survive CSV as a number); "" without a fibre or a kernel seed."""
+    spans = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    seed = seeds.get(spans[0]) if spans else None
+    return "" if seed is None else f"0x{seed:016x}"
+
+
 def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.LoaderRun],
           prepared: list[Any], ctx: _Context) -> list[dict[str, Any]]:
     """One row per worker; PointFailed if any worker's loader hit an I/O error."""
@@ -228,7 +237,8 @@ def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.Lo
                     **workload.summarise(run, point.workload, point.time_scale),
                     "prep_s": prep.prep_s / point.time_scale,
                     "cpu_busy_pct": ctx.cpu_busy_pct, **ctx.host,
-                    "read_ahead_kb_kernel": ra_kb})
+                    "read_ahead_kb_kernel": ra_kb,
+                    "loss_seed": _seed_text(site, w, ctx.seeds)})
         row.update(_explained(site, point, w, row, ra_kb, ctx))
         if plan.capture is not None:
             row["captured"] = False

@@ -9,6 +9,7 @@ exit tears all of it down, in reverse (the Network's own stack).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Any
@@ -20,6 +21,15 @@ from testbed.services.nfs import NfsServer
 from testbed.services.rdma import rdma_site
 
 log = logging.getLogger(__name__)
+
+
+def loss_seed(point: Point, rep: int, link: str) -> int:
+    """netem's seed for one fibre in one repetition of a point: from the point's `seed`
+    knob, the repetition and the fibre's name only, so that every setting a run compares
+    (time scale, mount, distance, loss) meets the same draw of losses and jitter and
+    differs by the setting alone, while each repetition draws afresh."""
+    text = f"{point.value('seed')}|{rep}|{link}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
 
 
 def build_topology(point: Point) -> topology.SiteTopo:
@@ -83,13 +93,15 @@ class Site:
         """Tear everything down (idempotent)."""
         self.net.stop()
 
-    def apply(self, point: Point) -> None:
-        """Put every fibre into the point's state (live; restates every parameter), the
-        hosts' route timers at the point's time scale and their congestion control (the
-        point's mounts are fresh: their connections start with it)."""
+    def apply(self, point: Point, rep: int = 0) -> None:
+        """Put every fibre into the point's state (live; restates every parameter, netem
+        reseeded for this repetition), the hosts' route timers at the point's time scale
+        and their congestion control (the point's mounts are fresh: their connections
+        start with it)."""
         self.net.buffer_override = point.tcp_buffer_bytes
         for name, spec in point.fibres:
-            self.net.set_fibre_spec(name, spec)
+            self.net.set_fibre_spec(name, spec.replace(loss_seed=loss_seed(point, rep, name)),
+                                    restate=True)
         self.net.set_tcp_buffers(point.tcp_buffer_bytes)
         self.net.set_time_scale(point.time_scale)
         self.net.set_congestion(point.congestion)
@@ -113,6 +125,15 @@ class Site:
         for name, (a, b) in self.net.fibre_names().items():
             fwd, _ = self.net.read_fibre(a, b)
             out[name] = (fwd.netem_drops, fwd.sent_bytes, fwd.htb_overlimits)
+        return out
+
+    def loss_seeds(self) -> dict[str, int | None]:
+        """Per fibre, the seed its storage-to-GPU direction's netem reports (None: this
+        kernel takes no seed, losses are drawn afresh)."""
+        out = {}
+        for name, (a, b) in self.net.fibre_names().items():
+            fwd, _ = self.net.read_fibre(a, b)
+            out[name] = fwd.seed
         return out
 
     def describe(self) -> dict[str, Any]:

@@ -314,15 +314,16 @@ class Network:
         """Fibre name (the topology's, e.g. "wan", "site_b") -> its (a, b) ends."""
         return dict(self._names)
 
-    def set_fibre_spec(self, name: str, spec: FibreSpec) -> FibreSpec:
+    def set_fibre_spec(self, name: str, spec: FibreSpec, restate: bool = False) -> FibreSpec:
         """Put the named fibre into exactly the state `spec` describes (every parameter
-        restated); TCP buffers follow the new BDP. Returns the spec."""
+        restated); TCP buffers follow the new BDP. restate: even when nothing changed, so
+        that a seeded netem starts its draws again from the seed. Returns the spec."""
         if name not in self._names:
             raise SpecError(f"no fibre named {name!r}; known: {', '.join(self._names)}")
         key = self._names[name]
         if spec.mtu != self._fibres[key].mtu:
             raise SpecError(f"fibre {name}: mtu cannot be changed on a running link")
-        if spec != self._fibres[key]:
+        if restate or spec != self._fibres[key]:
             self._apply_fibre(*key, spec, initial=False)
             self._fibres[key] = spec
             offload.follow(self)

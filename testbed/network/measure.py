@@ -100,6 +100,14 @@ def tcp_rtt(src_ns: str, dst_ns: str, dst_ip: str, count: int = 20, port: int = 
 def udp_loss(src_ns: str, dst_ns: str, dst_ip: str, count: int = 2000, port: int = 5202,
              interval_s: float = 0.0005, settle_s: float = 1.0) -> tuple[int, int]:
     """Send `count` numbered datagrams src->dst; return (sent, received distinct)."""
+    return count, len(udp_received(src_ns, dst_ns, dst_ip, count, port, interval_s,
+                                   settle_s))
+
+
+def udp_received(src_ns: str, dst_ns: str, dst_ip: str, count: int = 2000,
+                 port: int = 5202, interval_s: float = 0.0005,
+                 settle_s: float = 1.0) -> set[int]:
+    """Send datagrams numbered 0..count-1 src->dst; return the numbers that arrived."""
     rx = ns_socket(dst_ns, kind=socket.SOCK_DGRAM)
     rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
     rx.bind((dst_ip, port))
@@ -129,7 +137,7 @@ def udp_loss(src_ns: str, dst_ns: str, dst_ip: str, count: int = 2000, port: int
         t.join()
         tx.close()
         rx.close()
-    return count, len(got)
+    return got
 
 
 def binomial_ci(losses: int, n: int, z: float = 3.29) -> tuple[float, float]:

@@ -26,9 +26,11 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg import common as tc_common
 
 from testbed.errors import KernelError
+from testbed.network import netem as netem_seed
 from testbed.spec import Direction
 
 log = logging.getLogger(__name__)
+netem_seed.install()  # netem's PRNG seed (TCA_NETEM_PRNG_SEED) in and out of pyroute2
 
 ROOT = "1:"
 CLASS = "1:1"
@@ -48,8 +50,9 @@ def _burst_bytes(rate_mbit: float, mtu: int) -> int:
 
 
 def _netem_args(d: Direction) -> dict[str, Any]:
-    return {"delay": _us(d.delay_ms), "jitter": _us(d.jitter_ms), "loss": d.loss_pct,
+    args = {"delay": _us(d.delay_ms), "jitter": _us(d.jitter_ms), "loss": d.loss_pct,
             "limit": d.limit_pkts}
+    return args if d.seed is None else {**args, "seed": d.seed}
 
 
 def _htb_class_args(d: Direction) -> dict[str, Any]:
@@ -113,6 +116,7 @@ class Readback:
     sent_skbs: int = 0  # packets as netem handled them (a GSO packet counts once)
     sent_bytes: int = 0
     htb_overlimits: int = 0
+    seed: int | None = None  # netem's PRNG seed as dumped (None: kernel keeps none)
 
     @property
     def frames_per_packet(self) -> float:
@@ -170,4 +174,5 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
         sent_skbs=skbs,
         sent_bytes=h_bytes,
         htb_overlimits=h_over,
+        seed=netem_seed.seed_of(opts),
     )

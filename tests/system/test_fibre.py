@@ -12,6 +12,7 @@ Tolerances (the `tol` fixture, tests/system/conftest.py, says why and where meas
            under emulation too: 200 Mbit/s is far below what TCG forwards)
 """
 
+import difflib
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed import spec as spec_mod
 from testbed import topology
 from testbed.network import engine, measure
 from testbed.network.engine import NETNS_DIR, Network
@@ -74,6 +76,33 @@ def test_loss_within_binomial_interval(make_net):
                                       net.address("w1"), count=3000)  # the other direction
     lo, hi = measure.binomial_ci(sent - received, sent)
     assert lo <= 0.02 <= hi, (sent, received)
+
+
+def test_loss_seed_drops_the_same_datagrams_again(make_net):
+    """A seeded netem drops the same datagrams each time it is given that seed (the
+    points a run compares meet the same losses), another seed drops others, and the
+    kernel reports the seed back for each direction. The draws follow the packets netem
+    sees, so a neighbour probe in between shifts the rest by one: "the same" compares
+    the gaps between losses (a shift changes one gap), in order."""
+    net = make_net("apn", workers=1, distance_km=100, rate="200mbit", loss_pct=5.0)
+    spec = net.fibre_links()[("srv", "s1")]
+    assert ping(net, "srv", "w1")  # neighbours resolved: only the datagrams cross netem
+
+    def lost(seed):
+        net.set_fibre_spec("wan", spec.replace(loss_seed=seed))
+        return set(range(2000)) - measure.udp_received(
+            net.namespace("srv"), net.namespace("w1"), net.address("w1"), count=2000)
+
+    def common(a, b):
+        gaps = [[y - x for x, y in zip(sorted(s), sorted(s)[1:])] for s in (a, b)]
+        return difflib.SequenceMatcher(None, *gaps, autojunk=False).ratio()
+
+    first, other, again = lost(11), lost(12), lost(11)
+    assert 50 < len(first) < 200, len(first)
+    assert common(first, again) >= 0.8 and common(first, other) <= 0.3, \
+        (common(first, again), common(first, other))
+    fwd, rev = net.read_fibre("srv", "s1")
+    assert (fwd.seed, rev.seed) == (11, 11 ^ spec_mod.REVERSE_SEED_SALT)
 
 
 def test_jitter_reorders_and_spreads_rtt(make_net):

@@ -203,3 +203,17 @@ def test_congestion_is_a_knob_and_check_names_dilated_cubic_under_loss(tmp_path)
                for line in check.describe(plan)[1])
     with pytest.raises(SpecError, match="congestion"):
         load(tmp_path, "[fixed]\ncongestion = \"vegas\"\n")
+
+
+def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
+    """netem's seed depends on the seed knob, the repetition and the fibre only: points
+    at other time scales, mounts or distances meet the same losses; reps fresh ones."""
+    from testbed.experiment.site import loss_seed
+    plan = load(tmp_path, "repetitions = 2\n[fixed]\nloss_pct = 0.1\n[sweep]\n"
+                          "distance_km = [1000, 3000]\ntime_scale = [1, 10]\n"
+                          "[mounts.default]\n[mounts.tuned]\nnconnect = 4\n")
+    far = [p for p in plan.points if not p.is_baseline]
+    assert len({loss_seed(p, 0, "wan") for p in far}) == 1
+    assert loss_seed(far[0], 0, "wan") != loss_seed(far[0], 1, "wan")
+    other = load(tmp_path, "[fixed]\nloss_pct = 0.1\nseed = 3\n").points[-1]
+    assert loss_seed(other, 0, "wan") != loss_seed(far[0], 0, "wan")

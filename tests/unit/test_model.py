@@ -93,6 +93,19 @@ def test_emulator_rules_mark_a_shortfall_on_software_emulation_only():
     assert emulator_reasons(Evidence(**met, emulated=True)) == []
 
 
+def test_dilated_lossy_cubic_is_marked_on_the_clock_rule():
+    """CUBIC over a lossy path at k > 1 recovers on the undilated clock: its figure is the
+    emulator's (`clock`); Reno, k = 1 or no loss are not marked."""
+    from testbed.experiment.explain import Evidence, cubic_clock, emulator_reasons
+    row = {"congestion": "cubic", "time_scale_k": 10.0, "path_loss_pct": 0.1}
+    assert cubic_clock(row)
+    for change in ({"congestion": "reno"}, {"time_scale_k": 1.0}, {"path_loss_pct": 0.0}):
+        assert not cubic_clock({**row, **change}), change
+    ok = dict(cpu_busy_pct=20.0, overshoot_pct=0.5, drops=0, expected_drops=0.0,
+              measured_MB_s=10.0, model_MB_s=10.0)
+    assert emulator_reasons(Evidence(**ok, cubic_clock=True)) == ["clock"]
+
+
 def test_soft_roce_window_bounds_rdma_paths():
     """Over RDMA the window is soft-RoCE's: 128 packets of the RoCE MTU per RTT (4 KiB at
     MTU 9000, 1 KiB at 1500); TCP's loss model does not apply."""

@@ -138,3 +138,37 @@ def test_mount_transport_is_validated():
     from testbed.spec import MountSpec
     with pytest.raises(SpecError, match="transport"):
         MountSpec(transport="udp")
+
+
+def test_loss_seed_gives_each_direction_its_own_stream():
+    spec = FibreSpec(distance_km=1000, loss_pct=0.1, loss_seed=7)
+    fwd, rev = spec.direction(True), spec.direction(False)
+    assert fwd.seed == 7 and rev.seed not in (None, 7) and 0 <= rev.seed < 2**64
+    assert FibreSpec(loss_pct=0.1).direction(True).seed is None  # netem draws afresh
+    assert spec.replace(time_scale=10).direction(True).seed == 7  # k does not reseed
+
+
+@pytest.mark.parametrize("bad", [-1, 2**64, 1.5, True, "7"])
+def test_loss_seed_must_be_a_u64(bad):
+    with pytest.raises(SpecError, match="loss_seed"):
+        FibreSpec(loss_seed=bad)
+
+
+def test_netem_plugin_encodes_and_decodes_the_seed():
+    """The seed travels as TCA_NETEM_PRNG_SEED (u64) beside pyroute2's own attributes."""
+    from pyroute2.netlink.rtnl.tcmsg import plugins, tcmsg
+
+    from testbed.network import netem, tc
+
+    assert plugins["netem"] is netem._Plugin  # installed by importing tc
+    args = tc._netem_args(FibreSpec(distance_km=100, loss_pct=1.0,
+                                    loss_seed=2**63 + 5).direction(True))
+    msg = tcmsg()
+    msg["attrs"] = [["TCA_KIND", "netem"],
+                    ["TCA_OPTIONS", netem.get_parameters(dict(args))]]
+    msg.encode()
+    back = tcmsg(msg.data)
+    back.decode()
+    opts = back.get_attr("TCA_OPTIONS")
+    assert netem.seed_of(opts) == 2**63 + 5
+    assert opts["loss"] > 0 and opts["delay"] > 0
