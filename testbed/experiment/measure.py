@@ -198,6 +198,7 @@ class _Context:
     counters: dict[str, tuple[int, ...]]
     seconds: float
     host: dict[str, float]
+    seeds: dict[str, int | None]  # each fibre's netem seed as the kernel reports it
 
 
 def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb: int,

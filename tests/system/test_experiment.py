@@ -187,3 +187,21 @@ def test_a_point_the_emulator_cannot_carry_is_marked(real_kernel, tmp_path):
         row.emulator_reason  # tcg: QEMU's software emulation (the Vagrant VM in CI)
     summary = pd.read_csv(out / "summary.csv").iloc[0]
     assert summary.limited_by == "emulator"
+
+
+def test_lossy_points_share_their_seed_and_dilated_cubic_is_marked(real_kernel, tmp_path):
+    """Points a run compares meet the same netem draw (the seed the kernel reports is in
+    every row, the same at k = 1 and 2), and CUBIC over a lossy path at k > 1 is marked
+    emulator-limited by the `clock` rule, at k = 1 not."""
+    f = tmp_path / "seeded.toml"
+    f.write_text(SHORT.replace('distance_km = [0, 3000]',
+                               'distance_km = [1000]\nloss_pct = [0.5]\ntime_scale = [1, 2]')
+                 .format(extra=""))
+    out = run_file(f, tmp_path / "out")
+    df = pd.read_csv(out / "results.csv")
+    far = df[df.distance_km == 1000].set_index("time_scale_k")
+    assert (far["status"] == "ok").all() and len(far) == 2
+    assert far["loss_seed"].str.match(r"0x[0-9a-f]{16}$").all()
+    assert far.loc[1.0, "loss_seed"] == far.loc[2.0, "loss_seed"]
+    assert "clock" in far.loc[2.0, "emulator_reason"]
+    assert "clock" not in str(far.loc[1.0, "emulator_reason"])
