@@ -2,7 +2,7 @@
 scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
 
     .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
-        [--parallel N]
+        [--parallel N] [--cc reno|cubic] [--mounts M,..] [--losses L,..] [--repetitions R]
 
 From the host it runs `testbed run` in lab kernels (--parallel, default auto: the points
 are independent); inside a lab kernel (lab/run ...) in that one kernel.
@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXPERIMENT = """
 name = "dilation-invariance"
 description = "The same emulated scenarios at several time scales"
+repetitions = {reps}
 [fixed]
 workers = 1
 rate = "200mbit"
@@ -132,11 +133,14 @@ def main() -> int:
     ap.add_argument("--losses", default="0,0.1")
     ap.add_argument("--out", default=str(REPO / "results" / "dilation-invariance"))
     ap.add_argument("--parallel", default=None, help="lab kernels at once (host side)")
+    ap.add_argument("--repetitions", type=int, default=1,
+                    help="runs per point (each with its own seeded draw, the same at every k)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     f = out.parent / f"{out.name}.toml"  # beside the results: `testbed run` owns out
     f.write_text(EXPERIMENT.format(ks=args.ks, cc=args.cc, losses=args.losses,
+                                   reps=args.repetitions,
                                    mounts=", ".join(f'"{m}"' for m in args.mounts.split(","))))
     plan = plan_mod.load(f)
     cmd = [str(REPO / ".venv" / "bin" / "testbed"), "run", str(f), "--out", str(out)]

@@ -1,6 +1,7 @@
 """Benchmark (host side): do the demo's figures survive a rerun, and a slower machine?
 
     sudo .venv/bin/python benchmarks/rerun_agreement.py [--quota 0.5] [--out DIR]
+        [-p KNOB=VALUE ...]
 
 Runs `testbed demo` in the lab kernel three times: twice as it is, once with the lab
 kernel held to `quota` of one CPU by a host cgroup (cgroup v1 cpu.cfs_quota_us, or v2
@@ -12,6 +13,8 @@ marked emulator-limited, and how many points any run marked, then a closing line
     AGREEMENT au_points=<x> marked=<n>
 
 Goal: au_points <= 2, i.e. a figure either does not depend on the machine or says so.
+-p passes knobs to every demo (`testbed demo -p`), to try a variant of the demo with
+the same comparison; the closing line is the demo's as it is only without them.
 Each run's line also says how long its lab kernel waited for a host CPU (lab/run's meter;
 a point that waited >= 10 % of its time is marked emulator-limited, reason "host").
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -50,11 +54,12 @@ def make_cgroup(quota: float) -> Path:
     return cg
 
 
-def run_demo(out: Path, cgroup: Path | None) -> float:
-    """`lab/run testbed demo --out out` (inside cgroup if given); seconds taken. The demo's
-    printed report is kept in out/report.txt."""
+def run_demo(out: Path, cgroup: Path | None, params: list[str]) -> float:
+    """`lab/run testbed demo --out out [-p ...]` (inside cgroup if given); seconds taken.
+    The demo's printed report is kept in out/report.txt."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = f"exec {REPO}/lab/run .venv/bin/testbed demo --out {out}"
+    extra = "".join(f" -p {shlex.quote(p)}" for p in params)
+    cmd = f"exec {REPO}/lab/run .venv/bin/testbed demo --out {out}{extra}"
     if cgroup is not None:
         tasks = cgroup / ("tasks" if (cgroup / "tasks").exists() else "cgroup.procs")
         cmd = f"echo $$ > {tasks}; " + cmd
@@ -91,6 +96,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quota", type=float, default=0.5, help="CPU share of the third run")
     ap.add_argument("--out", default=str(REPO / "results" / "rerun-agreement"))
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
+                    help="a knob for every demo (testbed demo -p)")
     args = ap.parse_args()
     base = Path(args.out)
     runs = {"a": None, "b": None, f"cpu{args.quota:g}": args.quota}
@@ -98,7 +105,7 @@ def main() -> int:
     for name, quota in runs.items():
         cg = make_cgroup(quota) if quota else None
         try:
-            took[name] = run_demo(base / name, cg)
+            took[name] = run_demo(base / name, cg, args.param)
         finally:
             if cg is not None:
                 cg.rmdir()
@@ -110,6 +117,8 @@ def main() -> int:
                  for a, b in itertools.combinations(runs, 2)), default=float("nan"))
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(df[[c for n in runs for c in (f"au_pct_{n}", f"limited_by_{n}")]].round(1))
+    if args.param:
+        print(f"demo with: {' '.join(args.param)}")
     print(f"AGREEMENT au_points={worst:.2f} marked={int(marked.sum())}")
     return 0
 

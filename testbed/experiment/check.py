@@ -55,8 +55,8 @@ def point_seconds(point: Point, topo: SiteTopo) -> float:
     rtt = max((f.rtt_ms for _, f in point.fibres), default=0.0)
     warm = max(0.5, warmup_bytes(point, rtt, rate * 8) / 1e6 / min(rate, demand))
     step = wl.batch * point.dataset.sample_bytes(wl.access) / 1e6 / min(rate, demand)
-    measure = max(wl.measure_s if rate >= demand else min(wl.measure_max_s, 2 * wl.measure_s),
-                  wl.min_steps * step)
+    slow = max(min(wl.measure_max_s, 2 * wl.measure_s), wl.measure_stall_s)
+    measure = max(wl.measure_s if rate >= demand else slow, wl.min_steps * step)
     prep = 0.0 if point.data_path == "direct" else \
         point.dataset.total_bytes / 1e6 / max(_read_MB_s(point, topo, fetch=True), 1e-3)
     return POINT_OVERHEAD_S + point.time_scale * (prep + min(warm, wl.warmup_max_s) + measure)

@@ -165,9 +165,10 @@ def _cache_fits(p: Point) -> str | None:
 
 
 def _window_fits(p: Point) -> str | None:
-    if p.workload.measure_max_s < p.workload.measure_s:
+    if p.workload.measure_max_s < max(p.workload.measure_s, p.workload.measure_stall_s):
         return (f"measure_max_s = {p.workload.measure_max_s:g} is below measure_s = "
-                f"{p.workload.measure_s:g}")
+                f"{p.workload.measure_s:g} or measure_stall_s = "
+                f"{p.workload.measure_stall_s:g}")
     return None
 
 

@@ -54,7 +54,7 @@ class WorkloadSpec:
     batch: samples per step; compute_ms: emulated compute per step; readers: reader
     threads or processes (reader_kind); prefetch: batches requested ahead; access: a
     sample is a file or one record; read_kib: the application's read size; measure_s,
-    measure_max_s, warmup_max_s, min_steps, au_ci_target: the measured window (see
+    measure_max_s, measure_stall_s, warmup_max_s, min_steps, au_ci_target: the measured window (see
     window.py); au_bar: the AU a point must reach (MLPerf Storage: 90 %)."""
 
     batch: int = 4
@@ -69,6 +69,7 @@ class WorkloadSpec:
     read_kib: int = 1024
     measure_s: float = 5.0
     measure_max_s: float = 20.0
+    measure_stall_s: float = 0.0
     warmup_max_s: float = 20.0
     min_steps: int = 20
     au_ci_target: float = 1.0
@@ -78,15 +79,16 @@ class WorkloadSpec:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise SpecError(f"{name}: must be an integer >= {lo}, got {v!r}")
-        for name in ("compute_ms", "measure_s", "measure_max_s", "warmup_max_s",
-                     "au_ci_target"):
+        for name in ("compute_ms", "measure_s", "measure_max_s", "measure_stall_s",
+                     "warmup_max_s", "au_ci_target"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                     or v < 0:
                 raise SpecError(f"{name}: must be a finite number >= 0, got {v!r}")
-        if self.measure_max_s < self.measure_s:
+        if self.measure_max_s < max(self.measure_s, self.measure_stall_s):
             raise SpecError(f"measure_max_s ({self.measure_max_s:g}) is below measure_s "
-                            f"({self.measure_s:g})")
+                            f"({self.measure_s:g}) or measure_stall_s "
+                            f"({self.measure_stall_s:g})")
         if not 0 < self.au_bar <= 100:
             raise SpecError(f"au_bar: must be in (0, 100], got {self.au_bar}")
         if self.reader_kind not in READER_KINDS:
@@ -101,6 +103,7 @@ class WorkloadSpec:
         """The measured window this spec asks for (durations in emulated seconds)."""
         return WindowSpec(warmup_bytes=warmup_bytes, warmup_max_s=self.warmup_max_s,
                           measure_s=self.measure_s, measure_max_s=self.measure_max_s,
+                          measure_stall_s=self.measure_stall_s,
                           min_steps=self.min_steps, ci_target=self.au_ci_target)
 
 

@@ -10,7 +10,11 @@ warm-up that has not settled by warmup_max_s ends there and says so (settled = F
 
 The measured window then runs for at least measure_s and min_steps, and on until the 95 %
 interval of AU is within ci_target points or measure_max_s has passed (but never ends
-before min_steps: a window of one slow step measures nothing). The interval is
+before min_steps: a window of one slow step measures nothing). A window whose
+accelerator waits (AU so far below STALL_AU) runs for at least measure_stall_s: its
+stalls come in stretches seconds long (the readers' phase against the steps), so a short
+window measures one stretch, and reruns of a point near its bound disagreed by more
+than their intervals (2.5 AU points with 5-8 s windows, the demo at 1,750 km). The interval is
 over batch means (BATCHES contiguous batches of steps, or each step when there are fewer),
 so correlated neighbouring steps do not make it look narrower than it is.
 
@@ -24,6 +28,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 BATCHES = 10
+STALL_AU = 99.0  # below this AU the accelerator waits: measure_stall_s applies
 Z95 = 1.96
 # Two-sided 95 % Student t quantiles by degrees of freedom (1..30); beyond, the normal's.
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -62,12 +67,14 @@ class WindowSpec:
     ci_target: float = 1.0
     stable_pct: float = 10.0
     block: int = 3
+    measure_stall_s: float = 0.0
 
     def scaled(self, k: float) -> WindowSpec:
         """The same window with every duration k times longer (time dilation)."""
         return replace(self, warmup_min_s=self.warmup_min_s * k,
                        warmup_max_s=self.warmup_max_s * k, measure_s=self.measure_s * k,
-                       measure_max_s=self.measure_max_s * k)
+                       measure_max_s=self.measure_max_s * k,
+                       measure_stall_s=self.measure_stall_s * k)
 
 
 @dataclass(frozen=True)
@@ -160,5 +167,7 @@ class Window:
             return False
         if span < self.spec.measure_s:
             return True
-        _, ci = au_ci(measured)
+        now, ci = au_ci(measured)
+        if span < self.spec.measure_stall_s and now < STALL_AU:
+            return True
         return not ci <= self.spec.ci_target

@@ -90,6 +90,22 @@ def test_window_stops_at_its_maximum_even_if_noisy():
     assert 3.0 <= m[-1].end_s - m[0].start_s < 3.5
 
 
+def test_a_stalling_window_runs_for_measure_stall_s():
+    """A window whose accelerator waits runs at least measure_stall_s; one that never
+    waits stops at measure_s (its interval is met at once)."""
+    def span(wait):
+        w = Window(WindowSpec(warmup_max_s=0.5, measure_s=1.0, measure_max_s=10.0,
+                              min_steps=2, ci_target=50.0, measure_stall_s=4.0))
+        t, i = 0.0, 0
+        while w.add(Step(i, t, wait, 0.1, 1, 1)):
+            t += wait + 0.1
+            i += 1
+        m = w.measured()
+        return m[-1].end_s - m[0].start_s
+    assert 1.0 <= span(0.0) < 1.5
+    assert 4.0 <= span(0.02) < 4.5
+
+
 def test_generate_is_deterministic_and_loader_reads_cold_epochs(tmp_path):
     paths = workload.generate(tmp_path, files=6, file_bytes=10_000, fmt="raw")
     assert hashlib.sha256(paths[3].read_bytes()).hexdigest() == \
