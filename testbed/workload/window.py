@@ -13,8 +13,8 @@ interval of AU is within ci_target points or measure_max_s has passed (but never
 before min_steps: a window of one slow step measures nothing). A window whose
 accelerator waits (AU so far below STALL_AU) runs for at least measure_stall_s: its
 stalls come in stretches seconds long (the readers' phase against the steps), so a short
-window measures one stretch, and reruns of a point near its bound disagreed by more
-than their intervals (2.5 AU points with 5-8 s windows, the demo at 1,750 km). The interval is
+window measures one stretch, and reruns of a point near its bound disagreed by more than
+their intervals (2.5 AU points with 5-8 s windows, the demo at 1,750 km). The interval is
 over batch means (BATCHES contiguous batches of steps, or each step when there are fewer),
 so correlated neighbouring steps do not make it look narrower than it is.
 
