@@ -201,7 +201,9 @@ def test_lossy_points_share_their_seed_and_dilated_cubic_is_marked(real_kernel, 
     df = pd.read_csv(out / "results.csv")
     far = df[df.distance_km == 1000].set_index("time_scale_k")
     assert (far["status"] == "ok").all() and len(far) == 2
-    assert far["loss_seed"].str.match(r"0x[0-9a-f]{16}$").all()
-    assert far.loc[1.0, "loss_seed"] == far.loc[2.0, "loss_seed"]
     assert "clock" in far.loc[2.0, "emulator_reason"]
     assert "clock" not in str(far.loc[1.0, "emulator_reason"])
+    if far["loss_seed"].isna().all():  # Linux < 6.3 keeps no netem seed: rows say so
+        pytest.skip("this kernel keeps no netem seed (TCA_NETEM_PRNG_SEED: Linux >= 6.3)")
+    assert far["loss_seed"].str.match(r"0x[0-9a-f]{16}$").all()
+    assert far.loc[1.0, "loss_seed"] == far.loc[2.0, "loss_seed"]

@@ -97,7 +97,10 @@ def test_loss_seed_drops_the_same_datagrams_again(make_net):
         gaps = [[y - x for x, y in zip(sorted(s), sorted(s)[1:])] for s in (a, b)]
         return difflib.SequenceMatcher(None, *gaps, autojunk=False).ratio()
 
-    first, other, again = lost(11), lost(12), lost(11)
+    first = lost(11)
+    if net.read_fibre("srv", "s1")[0].seed is None:
+        pytest.skip("this kernel keeps no netem seed (TCA_NETEM_PRNG_SEED: Linux >= 6.3)")
+    other, again = lost(12), lost(11)
     assert 50 < len(first) < 200, len(first)
     assert common(first, again) >= 0.8 and common(first, other) <= 0.3, \
         (common(first, again), common(first, other))
