@@ -35,13 +35,19 @@ def _truthy(value: Any) -> bool:
     return str(value).strip().lower() in ("true", "1", "yes")
 
 
+# Marks that say what a point asked of the kernel, not how loaded the machine was: fewer
+# lab kernels at once cannot cure them, so they neither back off nor re-measure a run.
+NOT_LOAD = ("clock",)
+
+
 def marked(rows: list[dict[str, Any]]) -> list[str]:
-    """The emulator reasons of a run's rows (empty: the emulator kept up)."""
+    """The emulator reasons of a run's rows that the machine's load can cause (empty:
+    the emulator kept up, or only NOT_LOAD marks)."""
     reasons: list[str] = []
     for row in rows:
         if row.get("status", "ok") == "ok" and _truthy(row.get("emulator_limited")):
             reasons += [r for r in str(row.get("emulator_reason") or "?").split("+")
-                        if r not in reasons]
+                        if r not in reasons and r not in NOT_LOAD]
     return reasons
 
 

@@ -187,6 +187,18 @@ def test_limit_backs_off_once_per_wave_and_only_when_sharing():
     assert not fixed.observe("a", bad, 1, 0) and fixed.value == 2
 
 
+def test_a_clock_mark_neither_backs_off_nor_holds_a_run():
+    """`clock` (dilated lossy CUBIC) says what the point asked of the kernel, not that
+    the machine was loaded: fewer lab kernels cannot cure it."""
+    clock = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "clock"}]
+    both = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "clock+cpu"}]
+    assert schedule.marked(clock) == [] and schedule.marked(both) == ["cpu"]
+    limit = schedule.Limit(3, adaptive=True)
+    assert not limit.observe("a", clock, 2, 0) and limit.value == 3
+    ledger = schedule.Ledger(retry_marked=True)
+    assert ledger.decide({"run": "a", "rows": clock, "neighbours": 2}, True) == "write"
+
+
 def test_auto_backs_off_and_measures_a_starved_run_again(tmp_path):
     plan = make_plan(tmp_path)
     ids = list(jobs.grid_runs(plan))
