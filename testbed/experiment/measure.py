@@ -28,7 +28,7 @@ from testbed.experiment import schedule
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point, format_value
-from testbed.experiment.site import Site
+from testbed.experiment.site import Site, counters
 from testbed.services.nfs import NfsMount
 
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
@@ -150,7 +150,6 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
     state = site.net.state
     with ExitStack() as stack:
         site.apply(point, rep)
-        seeds = site.loss_seeds()
         drop_caches()
         data_path = DATA_PATHS[point.data_path]()
         data_path.before_mount(site.net, point, stack)
@@ -166,17 +165,19 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
             cap = capture_mod.start(site.net, site.workers[0], plan.capture, point.id, stack)
         state.set_phase("loader")
         paths = [path_of(site, point, w) for w in site.workers]
-        before, busy0, total0, t0 = site.fibre_counters(), *cpu_times(), time.monotonic()
+        before, busy0, total0, t0 = site.fibre_readback(), *cpu_times(), time.monotonic()
         host0 = labkernel.host_sample()
         runs = _run_loaders([p.root for p in prepared], point, paths)
-        after, busy1, total1, t1 = site.fibre_counters(), *cpu_times(), time.monotonic()
+        after, busy1, total1, t1 = site.fibre_readback(), *cpu_times(), time.monotonic()
         host1 = labkernel.host_sample()
         write_steps(out, point.run_id(rep), site.workers, runs)
         ctx = _Context([m.read_ahead_kb() for m in mounts],
                        100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
-                       {n: tuple(b - a for a, b in zip(before[n], after[n])) for n in after},
+                       {n: tuple(b - a for a, b in zip(counters(before[n]), counters(after[n])))
+                        for n in after},
                        t1 - t0, labkernel.host_share(host0, host1)
-                       if host0 is not None and host1 is not None else {}, seeds)
+                       if host0 is not None and host1 is not None else {},
+                       {n: r.seed for n, r in before.items()})
         rows = _rows(plan, site, point, rep, runs, prepared, ctx)
         if ctx.host:  # starved by the host's scheduler: the machine's figure, say so
             schedule.host_mark({**ctx.host, "rows": rows})

@@ -17,6 +17,7 @@ from typing import Any
 from testbed import topology
 from testbed.experiment.plan import Point
 from testbed.network.engine import Network
+from testbed.network.tc import Readback
 from testbed.services.nfs import NfsServer
 from testbed.services.rdma import rdma_site
 
@@ -30,6 +31,11 @@ def loss_seed(point: Point, rep: int, link: str) -> int:
     differs by the setting alone, while each repetition draws afresh."""
     text = f"{point.value('seed')}|{rep}|{link}".encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+
+
+def counters(r: Readback) -> tuple[int, int, int]:
+    """A direction's (netem drops, bytes sent, htb overlimits), as the kernel counts them."""
+    return r.netem_drops, r.sent_bytes, r.htb_overlimits
 
 
 def build_topology(point: Point) -> topology.SiteTopo:
@@ -118,23 +124,11 @@ class Site:
         rdma_site(self.net, self.server, self.workers)
         self.rdma = True
 
-    def fibre_counters(self) -> dict[str, tuple[int, int, int]]:
-        """Per fibre, its storage-to-GPU direction's (netem drops, bytes sent, htb
-        overlimits), as the kernel counts them."""
-        out = {}
-        for name, (a, b) in self.net.fibre_names().items():
-            fwd, _ = self.net.read_fibre(a, b)
-            out[name] = (fwd.netem_drops, fwd.sent_bytes, fwd.htb_overlimits)
-        return out
-
-    def loss_seeds(self) -> dict[str, int | None]:
-        """Per fibre, the seed its storage-to-GPU direction's netem reports (None: this
-        kernel takes no seed, losses are drawn afresh)."""
-        out = {}
-        for name, (a, b) in self.net.fibre_names().items():
-            fwd, _ = self.net.read_fibre(a, b)
-            out[name] = fwd.seed
-        return out
+    def fibre_readback(self) -> dict[str, Readback]:
+        """Per fibre, its storage-to-GPU direction as the kernel reports it: counters
+        (see counters()) and netem's seed (None: this kernel keeps none)."""
+        return {name: self.net.read_fibre(a, b)[0]
+                for name, (a, b) in self.net.fibre_names().items()}
 
     def describe(self) -> dict[str, Any]:
         """What this site is, for logs: prefix, group knobs."""
