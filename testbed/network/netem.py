@@ -7,13 +7,15 @@ in every run, so points compared side by side (time scales, mounts, reruns) see 
 loss pattern and their difference is the setting's, not the draw's (common random
 numbers). Older kernels ignore the attribute and dump no seed: read() then reports None.
 
-This module is pyroute2's netem plugin with netem's later attributes in its map;
-`install()` puts it in pyroute2's plugin table for the kind "netem" (a superset: every
-other attribute is encoded and decoded as before).
+This module is a pyroute2 tc plugin (parent, options, get_parameters): pyroute2's netem
+plugin with netem's later attributes in its map; `install()` puts it in pyroute2's plugin
+table for the kind "netem" (a superset: every other attribute is encoded and decoded as
+before).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pyroute2.netlink.rtnl import tcmsg as _tcmsg
@@ -46,16 +48,8 @@ def get_parameters(kwarg: dict[str, Any]) -> dict[str, Any]:
 
 
 def install() -> None:
-    """Make pyroute2 use this plugin for netem (idempotent)."""
-    _tcmsg.plugins["netem"] = _Plugin
-
-
-class _Plugin:
-    """The plugin as pyroute2 looks it up (module-like: parent, options, get_parameters)."""
-
-    parent = parent
-    options = options
-    get_parameters = staticmethod(get_parameters)
+    """Make pyroute2 use this module as its netem plugin (idempotent)."""
+    _tcmsg.plugins["netem"] = sys.modules[__name__]
 
 
 def seed_of(opts: Any) -> int | None:

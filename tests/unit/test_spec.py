@@ -160,7 +160,7 @@ def test_netem_plugin_encodes_and_decodes_the_seed():
 
     from testbed.network import netem, tc
 
-    assert plugins["netem"] is netem._Plugin  # installed by importing tc
+    assert plugins["netem"] is netem  # installed by importing tc
     args = tc._netem_args(FibreSpec(distance_km=100, loss_pct=1.0,
                                     loss_seed=2**63 + 5).direction(True))
     msg = tcmsg()
