@@ -77,3 +77,11 @@ def test_stalls_from_send_gaps():
     assert windows == [(3 * ms, 5 * ms)]
     rep = probe.ProbeReport("a", "b", 5, 0.001, pacing_late_ms=late)
     assert rep.stalls == 1 and "1 stalls > 1 ms" in rep.render()
+
+
+def test_a_stall_moves_the_schedule_on_instead_of_bursting():
+    ms = 0.001
+    assert probe._resume_after_stall(0.0, 10, ms, 10.5 * ms) == 0.0  # on time
+    assert probe._resume_after_stall(0.0, 10, ms, 10 * ms + 1.5 * ms) \
+        == pytest.approx(1.5 * ms)  # 1.5 intervals late: probe 10 leaves now, 11 a ms on
+    assert probe._resume_after_stall(0.0, 10, ms, 600 * ms) == pytest.approx(590 * ms)
