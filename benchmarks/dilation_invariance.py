@@ -2,7 +2,8 @@
 scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
 
     .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
-        [--parallel N] [--cc reno|cubic] [--mounts M,..] [--losses L,..] [--repetitions R]
+        [--parallel N] [--cc reno|cubic] [--mounts M,..] [--losses L,..]
+        [--distances KM,..] [--repetitions R] [-p KNOB=VALUE ...]
 
 From the host it runs `testbed run` in lab kernels (--parallel, default auto: the points
 are independent); inside a lab kernel (lab/run ...) in that one kernel.
@@ -55,7 +56,7 @@ congestion = "{cc}"
 [sweep]
 mount = [{mounts}]
 loss_pct = [{losses}]
-distance_km = [1000, 3000]
+distance_km = [{distances}]
 time_scale = [{ks}]
 [mounts.tuned]
 nconnect = 4
@@ -131,21 +132,25 @@ def main() -> int:
     ap.add_argument("--cc", default="reno", choices=["cubic", "reno"])
     ap.add_argument("--mounts", default="default,tuned")
     ap.add_argument("--losses", default="0,0.1")
+    ap.add_argument("--distances", default="1000,3000")
     ap.add_argument("--out", default=str(REPO / "results" / "dilation-invariance"))
     ap.add_argument("--parallel", default=None, help="lab kernels at once (host side)")
     ap.add_argument("--repetitions", type=int, default=1,
                     help="runs per point (each with its own seeded draw, the same at every k)")
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
+                    help="a knob for every point (testbed run -p), to try a variant")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     f = out.parent / f"{out.name}.toml"  # beside the results: `testbed run` owns out
     f.write_text(EXPERIMENT.format(ks=args.ks, cc=args.cc, losses=args.losses,
-                                   reps=args.repetitions,
+                                   reps=args.repetitions, distances=args.distances,
                                    mounts=", ".join(f'"{m}"' for m in args.mounts.split(","))))
     plan = plan_mod.load(f)
     cmd = [str(REPO / ".venv" / "bin" / "testbed"), "run", str(f), "--out", str(out)]
     cmd += ["--resume"] if (out / "results.csv").exists() else []
     cmd += ["--parallel", args.parallel] if args.parallel else []
+    cmd += [a for p in args.param for a in ("-p", p)]
     proc = subprocess.run(cmd, cwd=REPO)
     if proc.returncode not in (0, 1):  # 1: some point failed; its row says why
         sys.exit(f"dilation_invariance: testbed run failed ({proc.returncode})")

@@ -271,6 +271,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
               section="mounts"),
     Dimension("congestion", "choice", "", "host", "TCP congestion control on every host",
               choices=CONGESTION_CONTROLS),
+    Dimension("delayed_ack", "bool", "", "host",
+              "receivers delay ACKs (false: route quickack on every host)"),
     # the loader and the emulated accelerator
     Dimension("workload", "choice", "", "preset", "workload preset", choices=_presets,
               section="workload", key="preset"),

@@ -117,6 +117,11 @@ class Point:
         return str(self.value("congestion"))
 
     @property
+    def delayed_ack(self) -> bool:
+        """Whether the point's receivers delay ACKs (Linux's default) or ACK at once."""
+        return bool(self.value("delayed_ack"))
+
+    @property
     def time_scale(self) -> float:
         """The point's time dilation k (for "auto": as calibrated, 1.0 before)."""
         return self.fibres[0][1].time_scale if self.fibres else 1.0
@@ -207,7 +212,7 @@ class Resolver:
         other = {"mount": "default", "workers": topo.params.get("workers", 1),  # type: ignore[attr-defined]
                  "mtu": 1500, "data_path": "direct", "cache_mib": 1024, "stage_parallel": 4,
                  "time_scale": 1.0, "workload": NONE, "workload_scale": 1.0,
-                 "tcp_buffer_mib": "auto", "congestion": "cubic"}
+                 "tcp_buffer_mib": "auto", "congestion": "cubic", "delayed_ack": True}
         out: dict[Key, Any] = {}
         for d in dims.DIMENSIONS:
             if d.per_link:

@@ -52,23 +52,31 @@ MAIN_TABLE = 254
 RTO_MIN_MS = 200  # Linux's TCP_RTO_MIN
 RTAX_RTO_MIN = 13  # its route metric; TCP honours it only when locked (as `ip route ...
 LOCK_RTO_MIN = 1 << RTAX_RTO_MIN  # rto_min X` does): RTAX_LOCK carries this bit
+RTAX_QUICKACK = 15  # `ip route ... quickack 1`: the receiver ACKs every segment at once
 
 
-def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None) -> None:
+def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None,
+                   quickack: bool = False) -> None:
     """Replace a route with itself, its rto_min metric set and locked (or dropped when
-    None). Unlocked, the kernel keeps the metric but TCP ignores it (tcp_rto_min())."""
+    None; unlocked, the kernel keeps the metric but TCP ignores it: tcp_rto_min()) and
+    its quickack metric set when asked (no delayed ACKs on connections over it)."""
     dst = route.get_attr("RTA_DST")
     kwargs: dict[str, Any] = {"dst": f"{dst}/{route['dst_len']}" if dst else "0.0.0.0/0",
                               "oif": route.get_attr("RTA_OIF"), "table": MAIN_TABLE,
                               "scope": route["scope"], "proto": route["proto"]}
     if route.get_attr("RTA_PREFSRC"):
         kwargs["prefsrc"] = route.get_attr("RTA_PREFSRC")
+    metrics: dict[str, int] = {}
     if rto_min_ms is not None:
-        kwargs["metrics"] = {"RTAX_LOCK": LOCK_RTO_MIN, "RTAX_RTO_MIN": rto_min_ms}
+        metrics |= {"RTAX_LOCK": LOCK_RTO_MIN, "RTAX_RTO_MIN": rto_min_ms}
+    if quickack:
+        metrics["RTAX_QUICKACK"] = 1
+    if metrics:
+        kwargs["metrics"] = metrics
     try:
         ipr.route("replace", **kwargs)
     except NetlinkError as exc:
-        raise KernelError(f"route {kwargs['dst']}: cannot set rto_min: {exc}") from None
+        raise KernelError(f"route {kwargs['dst']}: cannot set its TCP timers: {exc}") from None
 
 
 def route_rto_min_ms(ipr: IPRoute) -> list[int | None]:
@@ -79,6 +87,15 @@ def route_rto_min_ms(ipr: IPRoute) -> list[int | None]:
         metrics = route.get_attr("RTA_METRICS")
         locked = metrics is not None and (metrics.get_attr("RTAX_LOCK") or 0) & LOCK_RTO_MIN
         out.append(metrics.get_attr("RTAX_RTO_MIN") if locked else None)
+    return out
+
+
+def route_quickack(ipr: IPRoute) -> list[bool]:
+    """Whether each main-table IPv4 route carries quickack (no delayed ACKs), read back."""
+    out = []
+    for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
+        metrics = route.get_attr("RTA_METRICS")
+        out.append(bool(metrics is not None and metrics.get_attr("RTAX_QUICKACK")))
     return out
 
 
@@ -101,6 +118,7 @@ class Network:
         self.buffer_bytes = 0  # the TCP buffer maximum written to every host
         self.buffer_override: int | None = None  # a fixed maximum instead of 2 x BDP
         self.time_scale = 1.0  # the dilation the hosts' route timers are set for
+        self.delayed_ack = True  # False: every host's routes carry quickack
         self.started = False
         self._owner_pid = os.getpid()
 
@@ -377,13 +395,25 @@ class Network:
         k x 200 ms on every host's routes, so that retransmission timeouts, and the
         restart of slow start after an idle period longer than one, keep their ratio to
         the dilated round trip. At k = 1 the metric is removed (kernel default)."""
-        if k == self.time_scale:
-            return
+        if k != self.time_scale:
+            self.time_scale = k
+            self._restate_routes()
+
+    def set_delayed_ack(self, on: bool) -> None:
+        """Whether receivers delay ACKs (Linux's default; its timer has a 40 ms floor that
+        no route or sysctl scales) or ACK every segment at once (route quickack on every
+        host: what `ip route change ... quickack 1` does)."""
+        if on != self.delayed_ack:
+            self.delayed_ack = on
+            self._restate_routes()
+
+    def _restate_routes(self) -> None:
+        """Every host's routes with the timers of the current time scale and ACK policy."""
+        rto_min = round(RTO_MIN_MS * self.time_scale) if self.time_scale != 1 else None
         for host in self.hosts:
             ipr = self._iprs[host]
             for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
-                _restate_route(ipr, route, round(RTO_MIN_MS * k) if k != 1 else None)
-        self.time_scale = k
+                _restate_route(ipr, route, rto_min, quickack=not self.delayed_ack)
 
     def read_fibre(self, a: str, b: str) -> tuple[tc.Readback, tc.Readback]:
         """Kernel readback of (a->b, b->a) for the fibre between a and b."""

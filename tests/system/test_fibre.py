@@ -28,6 +28,7 @@ from testbed import spec as spec_mod
 from testbed import topology
 from testbed.network import engine, measure
 from testbed.network.engine import NETNS_DIR, Network
+from testbed.network.namespace import in_namespace
 from testbed.packets import probe as probe_mod
 
 
@@ -256,6 +257,59 @@ def test_time_scale_stretches_the_rto_tcp_uses(make_net):
     net.set_time_scale(1)
     assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {None}
     assert 190 <= _tcp_rto_ms(net, "w1", "srv", port=5302) <= 500
+
+
+def _delayed_acks(net, receiver: str) -> int:
+    """TcpExt DelayedACKs of receiver's namespace: ACKs its delayed-ACK timer sent."""
+    with in_namespace(net.namespace(receiver)):
+        lines = Path("/proc/thread-self/net/netstat").read_text().splitlines()
+    names, values = next((a.split(), b.split()) for a, b in zip(lines, lines[1:])
+                         if a.startswith("TcpExt:") and b.startswith("TcpExt:"))
+    return int(values[names.index("DelayedACKs")])
+
+
+def _trickle(net, sender: str, receiver: str, port: int) -> None:
+    """30 one-byte segments, 50 ms apart, that the receiver reads only at the end (a read
+    sends a pending ACK) and never answers: past its first 16 quick ACKs each waits for
+    the delayed-ACK timer (40 ms at first; segments closer than a quarter of it to a
+    pending timer are ACKed without it) unless the route says quickack."""
+    lst = measure.ns_socket(net.namespace(receiver))
+    lst.bind((net.address(receiver), port))
+    lst.listen(1)
+    c = measure.ns_socket(net.namespace(sender))
+    try:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.connect((net.address(receiver), port))
+        peer, _ = lst.accept()
+        for _ in range(30):
+            c.sendall(b"x")
+            time.sleep(0.05)
+        got = b""
+        while len(got) < 30:
+            got += peer.recv(30)
+        peer.close()
+    finally:
+        c.close()
+        lst.close()
+
+
+def test_delayed_ack_off_sets_quickack_on_every_route(make_net):
+    """delayed_ack = false: every host's routes carry quickack (alongside a dilated
+    rto_min), and a receiver's delayed-ACK timer then never fires; on again, it does."""
+    net = make_net("apn", workers=1, distance_km=100, rate="100mbit")
+    net.set_time_scale(10)
+    net.set_delayed_ack(False)
+    assert set(engine.route_quickack(net.ipr("w1"))) == {True}
+    assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {2000}
+    before = _delayed_acks(net, "srv")
+    _trickle(net, "w1", "srv", 5401)
+    assert _delayed_acks(net, "srv") == before
+    net.set_delayed_ack(True)
+    assert set(engine.route_quickack(net.ipr("srv"))) == {False}
+    assert set(engine.route_rto_min_ms(net.ipr("w1"))) == {2000}
+    before = _delayed_acks(net, "srv")
+    _trickle(net, "w1", "srv", 5402)
+    assert _delayed_acks(net, "srv") > before
 
 
 def test_congestion_control_is_set_on_every_host(make_net):

@@ -205,6 +205,14 @@ def test_congestion_is_a_knob_and_check_names_dilated_cubic_under_loss(tmp_path)
         load(tmp_path, "[fixed]\ncongestion = \"vegas\"\n")
 
 
+def test_delayed_ack_is_a_knob_on_by_default(tmp_path):
+    plan = load(tmp_path, "[sweep]\ndelayed_ack = [true, false]\n")
+    assert [p.delayed_ack for p in plan.points if not p.is_baseline] == [True, False]
+    assert load(tmp_path, "").points[0].delayed_ack is True
+    with pytest.raises(SpecError, match="delayed_ack"):
+        load(tmp_path, "[fixed]\ndelayed_ack = \"sometimes\"\n")
+
+
 def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
     """netem's seed depends on the seed knob, the repetition and the fibre only: points
     at other time scales, mounts or distances meet the same losses; reps fresh ones."""
