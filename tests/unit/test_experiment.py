@@ -199,6 +199,7 @@ def test_congestion_is_a_knob_and_check_names_dilated_cubic_under_loss(tmp_path)
     far = [p for p in plan.points if not p.is_baseline]
     assert {p.congestion for p in far} == {"cubic", "reno"}
     assert [check.dilated_cubic_under_loss(p) for p in far] == [True, False]
+    assert all(check.dilated_delayed_ack_under_loss(p) for p in far)
     assert any("CUBIC with loss under time dilation" in line
                for line in check.describe(plan)[1])
     with pytest.raises(SpecError, match="congestion"):
@@ -209,6 +210,12 @@ def test_delayed_ack_is_a_knob_on_by_default(tmp_path):
     plan = load(tmp_path, "[sweep]\ndelayed_ack = [true, false]\n")
     assert [p.delayed_ack for p in plan.points if not p.is_baseline] == [True, False]
     assert load(tmp_path, "").points[0].delayed_ack is True
+    from testbed.experiment import check
+    lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\n"
+                           "[sweep]\ndelayed_ack = [true, false]\n")
+    far = [p for p in lossy.points if not p.is_baseline]
+    assert [check.dilated_delayed_ack_under_loss(p) for p in far] == [True, False]
+    assert any("delayed ACKs with loss" in line for line in check.describe(lossy)[1])
     with pytest.raises(SpecError, match="delayed_ack"):
         load(tmp_path, "[fixed]\ndelayed_ack = \"sometimes\"\n")
 
