@@ -30,7 +30,7 @@ Delayed ACKs: off by default (--delayed-ack off: route quickack on every host). 
 delayed-ACK timer has a 40 ms floor that no route metric or sysctl scales, so at k = 10
 it is a tenth as long against the round trip, and a lossy point reads high: Reno, 1,000
 km, 0.1 % loss, three repetitions at k = 1 and 10 (README, "Time dilation"): +1.47 AU
-points, +5.5 % with delayed ACKs, +0.55 and +2.0 % without. --delayed-ack on measures it.
+points, +5.7 % with delayed ACKs, +0.55 and +2.2 % without. --delayed-ack on measures it.
 
 Losses are seeded (netem's PRNG, from the seed knob and the repetition): every k meets
 the same draw of losses, so a deviation is the time scale's, not the draw's.

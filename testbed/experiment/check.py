@@ -128,7 +128,8 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
         lines.append("note: delayed ACKs with loss under time dilation keep their 40 ms "
                      "floor in real time, k times shorter in emulated time: such points "
                      "read a little high (Reno, 1,000 km, 0.1 % loss, k = 10: +1.5 AU "
-                     "points, +5.5 %); delayed_ack = false (route quickack) removes it")
+                     "points, +5.7 %); delayed_ack = false (route quickack) removes most "
+                     "of it")
     if plan.search is not None:
         s = plan.search
         lines.append(f"search: {s.text} over {s.key.text} {format_value(s.lo)}..."
