@@ -102,8 +102,8 @@ class Site:
     def apply(self, point: Point, rep: int = 0) -> None:
         """Put every fibre into the point's state (live; restates every parameter, netem
         reseeded for this repetition), the hosts' route timers at the point's time scale
-        and ACK policy, and their congestion control (the point's mounts are fresh: their connections
-        start with it)."""
+        and ACK policy, and their congestion control (the point's mounts are fresh: their
+        connections start with it)."""
         self.net.buffer_override = point.tcp_buffer_bytes
         for name, spec in point.fibres:
             self.net.set_fibre_spec(name, spec.replace(loss_seed=loss_seed(point, rep, name)),
