@@ -61,6 +61,15 @@ def _float(value: Any, text: bool) -> float:
     return float(value)
 
 
+def _with_range(said: str, allowed: str) -> str:
+    """A parser's complaint with what the knob allows, said once: "expected an integer"
+    and "an integer 1 .. 16" make "expected an integer 1 .. 16"."""
+    kind = said.removeprefix("expected ")
+    if kind != said and allowed.startswith(kind):
+        return f"expected {allowed}"
+    return f"{said}: {allowed}"
+
+
 def _bool(value: Any, text: bool) -> bool:
     if isinstance(value, bool):
         return value
@@ -180,7 +189,7 @@ class Dimension:
         try:
             out = PARSERS[self.kind](value, text)
         except ValueError as exc:
-            raise ValueError(f"{exc}: {self.describe_range()}") from None
+            raise ValueError(_with_range(str(exc), self.describe_range())) from None
         self._check_range(out)
         return out
 

@@ -210,7 +210,7 @@ def _value(key: Key, value: Any, raw: RawPlan, where: Where, text: bool = False,
     """A knob's value checked where it was written (`written`: its key there)."""
     if key.dim.name == "mount":
         if not isinstance(value, str) or (value != "default" and value not in raw.mounts):
-            known = ["default", *raw.mounts]
+            known = ["default", *(m for m in raw.mounts if m != "default")]
             hint = did_you_mean(value, known) if isinstance(value, str) else ""
             raise where.error(written or key.text, value, f"no such profile{hint}: define "
                               f"[mounts.{value if isinstance(value, str) else 'NAME'}]; "

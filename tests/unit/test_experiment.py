@@ -216,8 +216,9 @@ def test_delayed_ack_is_a_knob_on_by_default(tmp_path):
     far = [p for p in lossy.points if not p.is_baseline]
     assert [check.dilated_delayed_ack_under_loss(p) for p in far] == [True, False]
     assert any("delayed ACKs with loss" in line for line in check.describe(lossy)[1])
-    with pytest.raises(SpecError, match="delayed_ack"):
+    with pytest.raises(SpecError, match="delayed_ack") as err:
         load(tmp_path, "[fixed]\ndelayed_ack = \"sometimes\"\n")
+    assert str(err.value).count("true or false") == 1, err.value
 
 
 def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
@@ -232,3 +233,12 @@ def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
     assert loss_seed(far[0], 0, "wan") != loss_seed(far[0], 1, "wan")
     other = load(tmp_path, "[fixed]\nloss_pct = 0.1\nseed = 3\n").points[-1]
     assert loss_seed(other, 0, "wan") != loss_seed(far[0], 0, "wan")
+
+
+def test_bad_values_say_what_is_allowed_once(tmp_path):
+    with pytest.raises(SpecError) as err:
+        load(tmp_path, "[mounts.default]\nnconnect = 2\n[fixed]\nmount = \"fast\"\n")
+    assert str(err.value).endswith("known: default"), err.value
+    with pytest.raises(SpecError) as err:
+        load(tmp_path, "[mounts.tuned]\nrsize = \"big\"\n")
+    assert "expected an integer 4096 .. 1048576 B, a power of two" in str(err.value)
