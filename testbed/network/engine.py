@@ -79,12 +79,17 @@ def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None,
         raise KernelError(f"route {kwargs['dst']}: cannot set its TCP timers: {exc}") from None
 
 
+def _route_metrics(ipr: IPRoute) -> list[Any]:
+    """The RTA_METRICS of every main-table IPv4 route (None where a route has none)."""
+    return [route.get_attr("RTA_METRICS")
+            for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE)]
+
+
 def route_rto_min_ms(ipr: IPRoute) -> list[int | None]:
     """rto_min of every main-table IPv4 route as TCP will use it, read back (None: the
     kernel default, also when the metric is set but not locked)."""
     out = []
-    for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
-        metrics = route.get_attr("RTA_METRICS")
+    for metrics in _route_metrics(ipr):
         locked = metrics is not None and (metrics.get_attr("RTAX_LOCK") or 0) & LOCK_RTO_MIN
         out.append(metrics.get_attr("RTAX_RTO_MIN") if locked else None)
     return out
@@ -92,11 +97,7 @@ def route_rto_min_ms(ipr: IPRoute) -> list[int | None]:
 
 def route_quickack(ipr: IPRoute) -> list[bool]:
     """Whether each main-table IPv4 route carries quickack (no delayed ACKs), read back."""
-    out = []
-    for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
-        metrics = route.get_attr("RTA_METRICS")
-        out.append(bool(metrics is not None and metrics.get_attr("RTAX_QUICKACK")))
-    return out
+    return [bool(m is not None and m.get_attr("RTAX_QUICKACK")) for m in _route_metrics(ipr)]
 
 
 class Network:
