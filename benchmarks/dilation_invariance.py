@@ -2,7 +2,8 @@
 scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
 
     .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
-        [--parallel N] [--cc reno|cubic] [--delayed-ack on|off] [--mounts M,..] [--losses L,..]
+        [--parallel N] [--cc reno|cubic] [--delayed-ack on|off] [--loss-probe on|off]
+        [--mounts M,..] [--losses L,..]
         [--distances KM,..] [--repetitions R] [-p KNOB=VALUE ...]
 
 From the host it runs `testbed run` in lab kernels (--parallel, default auto: the points
@@ -60,6 +61,7 @@ workers = 1
 rate = "200mbit"
 congestion = "{cc}"
 delayed_ack = {delayed_ack}
+loss_probe = {loss_probe}
 [sweep]
 mount = [{mounts}]
 loss_pct = [{losses}]
@@ -139,6 +141,9 @@ def main() -> int:
     ap.add_argument("--cc", default="reno", choices=["cubic", "reno"])
     ap.add_argument("--delayed-ack", default="off", choices=["on", "off"],
                     help="receivers delay ACKs (their 40 ms floor does not dilate)")
+    ap.add_argument("--loss-probe", default="off", choices=["on", "off"],
+                    help="senders send tail loss probes (their 2-jiffy allowance does not "
+                         "dilate)")
     ap.add_argument("--mounts", default="default,tuned")
     ap.add_argument("--losses", default="0,0.1")
     ap.add_argument("--distances", default="1000,3000")
@@ -155,6 +160,7 @@ def main() -> int:
     f.write_text(EXPERIMENT.format(ks=args.ks, cc=args.cc, losses=args.losses,
                                    reps=args.repetitions, distances=args.distances,
                                    delayed_ack=str(args.delayed_ack == "on").lower(),
+                                   loss_probe=str(args.loss_probe == "on").lower(),
                                    mounts=", ".join(f'"{m}"' for m in args.mounts.split(","))))
     plan = plan_mod.load(f)
     cmd = [str(REPO / ".venv" / "bin" / "testbed"), "run", str(f), "--out", str(out)]
@@ -175,7 +181,8 @@ def main() -> int:
     for _, r in marked.iterrows():
         print(f"emulator-limited: {r['point_id']} ({r['emulator_reason']})")
     print(f"figure: {figure(s, out, args.cc)}")
-    print(f"congestion control: {args.cc}; delayed ACKs: {args.delayed_ack}")
+    print(f"congestion control: {args.cc}; delayed ACKs: {args.delayed_ack}; "
+          f"loss probes: {args.loss_probe}")
     print(f"largest AU deviation beyond the points' own 95 % intervals: "
           f"{beyond_intervals(s, ks[-1]):.2f} points")
     print(f"DRIFT au_points={au:.2f} throughput_pct={tp:.2f}")

@@ -282,6 +282,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
               choices=CONGESTION_CONTROLS),
     Dimension("delayed_ack", "bool", "", "host",
               "receivers delay ACKs (false: route quickack on every host)"),
+    Dimension("loss_probe", "bool", "", "host",
+              "senders send tail loss probes (false: tcp_early_retrans = 0)"),
     # the loader and the emulated accelerator
     Dimension("workload", "choice", "", "preset", "workload preset", choices=_presets,
               section="workload", key="preset"),

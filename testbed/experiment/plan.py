@@ -122,6 +122,11 @@ class Point:
         return bool(self.value("delayed_ack"))
 
     @property
+    def loss_probe(self) -> bool:
+        """Whether the point's senders send tail loss probes (Linux's default)."""
+        return bool(self.value("loss_probe"))
+
+    @property
     def time_scale(self) -> float:
         """The point's time dilation k (for "auto": as calibrated, 1.0 before)."""
         return self.fibres[0][1].time_scale if self.fibres else 1.0
@@ -212,7 +217,8 @@ class Resolver:
         other = {"mount": "default", "workers": topo.params.get("workers", 1),  # type: ignore[attr-defined]
                  "mtu": 1500, "data_path": "direct", "cache_mib": 1024, "stage_parallel": 4,
                  "time_scale": 1.0, "workload": NONE, "workload_scale": 1.0,
-                 "tcp_buffer_mib": "auto", "congestion": "cubic", "delayed_ack": True}
+                 "tcp_buffer_mib": "auto", "congestion": "cubic", "delayed_ack": True,
+                 "loss_probe": True}
         out: dict[Key, Any] = {}
         for d in dims.DIMENSIONS:
             if d.per_link:

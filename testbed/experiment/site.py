@@ -102,7 +102,7 @@ class Site:
     def apply(self, point: Point, rep: int = 0) -> None:
         """Put every fibre into the point's state (live; restates every parameter, netem
         reseeded for this repetition), the hosts' route timers at the point's time scale
-        and ACK policy, and their congestion control (the point's mounts are fresh: their
+        and ACK policy, their loss probes, and their congestion control (the point's mounts are fresh: their
         connections start with it)."""
         self.net.buffer_override = point.tcp_buffer_bytes
         for name, spec in point.fibres:
@@ -111,6 +111,7 @@ class Site:
         self.net.set_tcp_buffers(point.tcp_buffer_bytes)
         self.net.set_time_scale(point.time_scale)
         self.net.set_delayed_ack(point.delayed_ack)
+        self.net.set_loss_probe(point.loss_probe)
         self.net.set_congestion(point.congestion)
         if point.mount.transport == "rdma":
             self._enable_rdma()

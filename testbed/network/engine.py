@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONGESTION = "cubic"
 MAIN_TABLE = 254
 RTO_MIN_MS = 200  # Linux's TCP_RTO_MIN
+TLP_ON, TLP_OFF = "3", "0"  # net.ipv4.tcp_early_retrans: Linux's default; no loss probes
 RTAX_RTO_MIN = 13  # its route metric; TCP honours it only when locked (as `ip route ...
 LOCK_RTO_MIN = 1 << RTAX_RTO_MIN  # rto_min X` does): RTAX_LOCK carries this bit
 RTAX_QUICKACK = 15  # `ip route ... quickack 1`: the receiver ACKs every segment at once
@@ -120,6 +121,7 @@ class Network:
         self.buffer_override: int | None = None  # a fixed maximum instead of 2 x BDP
         self.time_scale = 1.0  # the dilation the hosts' route timers are set for
         self.delayed_ack = True  # False: every host's routes carry quickack
+        self.loss_probe = True  # False: no host sends tail loss probes
         self.started = False
         self._owner_pid = os.getpid()
 
@@ -407,6 +409,18 @@ class Network:
         if on != self.delayed_ack:
             self.delayed_ack = on
             self._restate_routes()
+
+    def set_loss_probe(self, on: bool) -> None:
+        """Whether senders send tail loss probes (Linux's default) or wait for three
+        duplicate ACKs, RACK or the retransmission timeout. A probe fires 2 x srtt plus
+        two jiffies (20 ms at HZ = 100) after the last send, an allowance no route or
+        sysctl scales: under time dilation probes fire relatively sooner, and each one is
+        an extra wire packet that shifts netem's seeded loss draw."""
+        if on != self.loss_probe:
+            for host in self.hosts:
+                self.sysctl(host, "net/ipv4/tcp_early_retrans",
+                            TLP_ON if on else TLP_OFF)
+            self.loss_probe = on
 
     def _restate_routes(self) -> None:
         """Every host's routes with the timers of the current time scale and ACK policy."""

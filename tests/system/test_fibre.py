@@ -259,13 +259,18 @@ def test_time_scale_stretches_the_rto_tcp_uses(make_net):
     assert 190 <= _tcp_rto_ms(net, "w1", "srv", port=5302) <= 500
 
 
-def _delayed_acks(net, receiver: str) -> int:
-    """TcpExt DelayedACKs of receiver's namespace: ACKs its delayed-ACK timer sent."""
-    with in_namespace(net.namespace(receiver)):
+def _tcp_ext(net, node: str, name: str) -> int:
+    """A TcpExt counter of node's namespace (/proc/net/netstat as the namespace sees it)."""
+    with in_namespace(net.namespace(node)):
         lines = Path("/proc/thread-self/net/netstat").read_text().splitlines()
     names, values = next((a.split(), b.split()) for a, b in zip(lines, lines[1:])
                          if a.startswith("TcpExt:") and b.startswith("TcpExt:"))
-    return int(values[names.index("DelayedACKs")])
+    return int(values[names.index(name)])
+
+
+def _delayed_acks(net, receiver: str) -> int:
+    """TcpExt DelayedACKs of receiver's namespace: ACKs its delayed-ACK timer sent."""
+    return _tcp_ext(net, receiver, "DelayedACKs")
 
 
 def _trickle(net, sender: str, receiver: str, port: int) -> None:
@@ -310,6 +315,52 @@ def test_delayed_ack_off_sets_quickack_on_every_route(make_net):
     before = _delayed_acks(net, "srv")
     _trickle(net, "w1", "srv", 5402)
     assert _delayed_acks(net, "srv") > before
+
+
+def _tails(net, sender: str, receiver: str, port: int) -> None:
+    """60 writes of 1,000 bytes, 60 ms apart: each is the tail of its flight, so when it
+    or its ACK is lost the sender's loss probe fires (2 x srtt + two jiffies) long before
+    the next write or the retransmission timeout."""
+    lst = measure.ns_socket(net.namespace(receiver))
+    lst.bind((net.address(receiver), port))
+    lst.listen(1)
+    c = measure.ns_socket(net.namespace(sender))
+    try:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.connect((net.address(receiver), port))
+        peer, _ = lst.accept()
+        got = 0
+        for _ in range(60):
+            c.sendall(b"x" * 1000)
+            time.sleep(0.06)
+            peer.setblocking(False)
+            try:
+                while chunk := peer.recv(65536):
+                    got += len(chunk)
+            except BlockingIOError:
+                pass
+        peer.setblocking(True)
+        while got < 60_000:
+            got += len(peer.recv(65536))
+        peer.close()
+    finally:
+        c.close()
+        lst.close()
+
+
+def test_loss_probe_off_stops_tail_loss_probes(make_net):
+    """loss_probe = false: a sender whose tail segments meet a lossy fibre (10 %) sends
+    no tail loss probe (TcpExt TCPLossProbes), where with Linux's default it sends some."""
+    net = make_net("apn", workers=1, distance_km=100, rate="100mbit", loss_pct=10.0)
+    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"3"}
+    before = _tcp_ext(net, "srv", "TCPLossProbes")
+    _tails(net, "srv", "w1", 5501)
+    assert _tcp_ext(net, "srv", "TCPLossProbes") > before
+    net.set_loss_probe(False)
+    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"0"}
+    before = _tcp_ext(net, "srv", "TCPLossProbes")
+    _tails(net, "srv", "w1", 5502)
+    assert _tcp_ext(net, "srv", "TCPLossProbes") == before
 
 
 def test_congestion_control_is_set_on_every_host(make_net):

@@ -221,6 +221,14 @@ def test_delayed_ack_is_a_knob_on_by_default(tmp_path):
     assert str(err.value).count("true or false") == 1, err.value
 
 
+def test_loss_probe_is_a_knob_on_by_default(tmp_path):
+    plan = load(tmp_path, "[sweep]\nloss_probe = [true, false]\n")
+    assert [p.loss_probe for p in plan.points if not p.is_baseline] == [True, False]
+    assert load(tmp_path, "").points[0].loss_probe is True
+    with pytest.raises(SpecError, match="loss_probe"):
+        load(tmp_path, "[fixed]\nloss_probe = 3\n")
+
+
 def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
     """netem's seed depends on the seed knob, the repetition and the fibre only: points
     at other time scales, mounts or distances meet the same losses; reps fresh ones."""
