@@ -225,6 +225,12 @@ def test_loss_probe_is_a_knob_on_by_default(tmp_path):
     plan = load(tmp_path, "[sweep]\nloss_probe = [true, false]\n")
     assert [p.loss_probe for p in plan.points if not p.is_baseline] == [True, False]
     assert load(tmp_path, "").points[0].loss_probe is True
+    from testbed.experiment import check
+    lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\n"
+                           "[sweep]\nloss_probe = [true, false]\n")
+    far = [p for p in lossy.points if not p.is_baseline]
+    assert [check.dilated_loss_probe_under_loss(p) for p in far] == [True, False]
+    assert any("tail loss probes with loss" in line for line in check.describe(lossy)[1])
     with pytest.raises(SpecError, match="loss_probe"):
         load(tmp_path, "[fixed]\nloss_probe = 3\n")
 
