@@ -11,6 +11,7 @@ for a lab kernel that keeps up, not a measurement.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from rich.table import Table
 
@@ -60,6 +61,28 @@ def dilated_loss_probe_under_loss(point: Point) -> bool:
     probe's two-jiffy allowance stays fixed while the round trip is k times longer, and
     each probe is an extra wire packet that shifts the seeded loss draw."""
     return _dilated_and_lossy(point) and point.loss_probe
+
+
+# What --check says when a plan has points a fixed kernel timer makes read differently
+# under time dilation: (which points, the note).
+CLOCK_NOTES: tuple[tuple[Callable[[Point], bool], str], ...] = (
+    (dilated_cubic_under_loss,
+     "note: CUBIC with loss under time dilation grows its window on the real clock (as "
+     "over a k times longer round trip): those points are the dilated CUBIC's, not the "
+     "scenario's (the model says so); congestion = \"reno\" counts round trips and is "
+     "invariant"),
+    (dilated_delayed_ack_under_loss,
+     "note: delayed ACKs with loss under time dilation keep their 40 ms floor in real "
+     "time, k times shorter in emulated time: such points read a little high (Reno, "
+     "1,000 km, 0.1 % loss, k = 10: +1.5 AU points, +5.7 %); delayed_ack = false (route "
+     "quickack) removes most of it"),
+    (dilated_loss_probe_under_loss,
+     "note: tail loss probes with loss under time dilation fire two jiffies (20 ms at HZ "
+     "= 100) after 2 x srtt in real time, and each is an extra packet that shifts the "
+     "seeded draw: such points meet other losses than at k = 1 (Reno, 1,000 km, 0.1 % "
+     "loss: k = 2 read 7 % below k = 10 with them, within 1.6 % without); loss_probe = "
+     "false removes them"),
+)
 
 
 def point_seconds(point: Point, topo: SiteTopo) -> float:
@@ -126,24 +149,7 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
         lines.append("time_scale auto: k is chosen when the run starts, from a calibration "
                      f"of what the lab kernel moves per CPU; at {NOMINAL_LAB_MB_S:g} MB/s "
                      f"(user-mode Linux on a recent x86 core) it would be {ks}")
-    if any(dilated_cubic_under_loss(p) for p in plan.points):
-        lines.append("note: CUBIC with loss under time dilation grows its window on the real "
-                     "clock (as over a k times longer round trip): those points are the "
-                     "dilated CUBIC's, not the scenario's (the model says so); congestion = "
-                     "\"reno\" counts round trips and is invariant")
-    if any(dilated_delayed_ack_under_loss(p) for p in plan.points):
-        lines.append("note: delayed ACKs with loss under time dilation keep their 40 ms "
-                     "floor in real time, k times shorter in emulated time: such points "
-                     "read a little high (Reno, 1,000 km, 0.1 % loss, k = 10: +1.5 AU "
-                     "points, +5.7 %); delayed_ack = false (route quickack) removes most "
-                     "of it")
-    if any(dilated_loss_probe_under_loss(p) for p in plan.points):
-        lines.append("note: tail loss probes with loss under time dilation fire two jiffies "
-                     "(20 ms at HZ = 100) after 2 x srtt in real time, and each is an extra "
-                     "packet that shifts the seeded draw: such points meet other losses "
-                     "than at k = 1 (Reno, 1,000 km, 0.1 % loss: k = 2 read 7 % below "
-                     "k = 10 with them, within 1.6 % without); loss_probe = false removes "
-                     "them")
+    lines += [note for rule, note in CLOCK_NOTES if any(rule(p) for p in plan.points)]
     if plan.search is not None:
         s = plan.search
         lines.append(f"search: {s.text} over {s.key.text} {format_value(s.lo)}..."

@@ -318,9 +318,10 @@ def test_delayed_ack_off_sets_quickack_on_every_route(make_net):
 
 
 def _tails(net, sender: str, receiver: str, port: int) -> None:
-    """60 writes of 1,000 bytes, 60 ms apart: each is the tail of its flight, so when it
-    or its ACK is lost the sender's loss probe fires (2 x srtt + two jiffies) long before
-    the next write or the retransmission timeout."""
+    """60 flights of ten segments (14,000 bytes), 60 ms apart: when a flight's tail or
+    its last ACKs are lost the sender's loss probe fires (2 x srtt + two jiffies, with
+    more than one segment out) long before the next flight or the retransmission
+    timeout. (A lone segment's probe waits about as long as the timeout.)"""
     lst = measure.ns_socket(net.namespace(receiver))
     lst.bind((net.address(receiver), port))
     lst.listen(1)
@@ -331,7 +332,7 @@ def _tails(net, sender: str, receiver: str, port: int) -> None:
         peer, _ = lst.accept()
         got = 0
         for _ in range(60):
-            c.sendall(b"x" * 1000)
+            c.sendall(b"x" * 14_000)
             time.sleep(0.06)
             peer.setblocking(False)
             try:
@@ -340,7 +341,7 @@ def _tails(net, sender: str, receiver: str, port: int) -> None:
             except BlockingIOError:
                 pass
         peer.setblocking(True)
-        while got < 60_000:
+        while got < 60 * 14_000:
             got += len(peer.recv(65536))
         peer.close()
     finally:
@@ -350,17 +351,20 @@ def _tails(net, sender: str, receiver: str, port: int) -> None:
 
 def test_loss_probe_off_stops_tail_loss_probes(make_net):
     """loss_probe = false: a sender whose tail segments meet a lossy fibre (10 %) sends
-    no tail loss probe (TcpExt TCPLossProbes), where with Linux's default it sends some."""
+    no tail loss probe (TcpExt TCPLossProbes), where with Linux's default it sends some.
+    Off first: a closing connection may still probe a lost FIN scheduled before a switch."""
     net = make_net("apn", workers=1, distance_km=100, rate="100mbit", loss_pct=10.0)
     assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"3"}
-    before = _tcp_ext(net, "srv", "TCPLossProbes")
-    _tails(net, "srv", "w1", 5501)
-    assert _tcp_ext(net, "srv", "TCPLossProbes") > before
     net.set_loss_probe(False)
     assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"0"}
     before = _tcp_ext(net, "srv", "TCPLossProbes")
-    _tails(net, "srv", "w1", 5502)
+    _tails(net, "srv", "w1", 5501)
     assert _tcp_ext(net, "srv", "TCPLossProbes") == before
+    net.set_loss_probe(True)
+    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"3"}
+    before = _tcp_ext(net, "srv", "TCPLossProbes")
+    _tails(net, "srv", "w1", 5502)
+    assert _tcp_ext(net, "srv", "TCPLossProbes") > before
 
 
 def test_congestion_control_is_set_on_every_host(make_net):
