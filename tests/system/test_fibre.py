@@ -20,6 +20,8 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -273,29 +275,34 @@ def _delayed_acks(net, receiver: str) -> int:
     return _tcp_ext(net, receiver, "DelayedACKs")
 
 
+@contextmanager
+def _connection(net, sender: str, receiver: str,
+                port: int) -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A TCP connection from sender to receiver's address:port, Nagle off (each write a
+    segment at once): (the sender's socket, the receiver's accepted one), all closed after."""
+    with closing(measure.ns_socket(net.namespace(receiver))) as lst:
+        lst.bind((net.address(receiver), port))
+        lst.listen(1)
+        with closing(measure.ns_socket(net.namespace(sender))) as c:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c.connect((net.address(receiver), port))
+            peer, _ = lst.accept()
+            with closing(peer):
+                yield c, peer
+
+
 def _trickle(net, sender: str, receiver: str, port: int) -> None:
     """30 one-byte segments, 50 ms apart, that the receiver reads only at the end (a read
     sends a pending ACK) and never answers: past its first 16 quick ACKs each waits for
     the delayed-ACK timer (40 ms at first; segments closer than a quarter of it to a
     pending timer are ACKed without it) unless the route says quickack."""
-    lst = measure.ns_socket(net.namespace(receiver))
-    lst.bind((net.address(receiver), port))
-    lst.listen(1)
-    c = measure.ns_socket(net.namespace(sender))
-    try:
-        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        c.connect((net.address(receiver), port))
-        peer, _ = lst.accept()
+    with _connection(net, sender, receiver, port) as (c, peer):
         for _ in range(30):
             c.sendall(b"x")
             time.sleep(0.05)
         got = b""
         while len(got) < 30:
             got += peer.recv(30)
-        peer.close()
-    finally:
-        c.close()
-        lst.close()
 
 
 def test_delayed_ack_off_sets_quickack_on_every_route(make_net):
@@ -322,14 +329,7 @@ def _tails(net, sender: str, receiver: str, port: int) -> None:
     its last ACKs are lost the sender's loss probe fires (2 x srtt + two jiffies, with
     more than one segment out) long before the next flight or the retransmission
     timeout. (A lone segment's probe waits about as long as the timeout.)"""
-    lst = measure.ns_socket(net.namespace(receiver))
-    lst.bind((net.address(receiver), port))
-    lst.listen(1)
-    c = measure.ns_socket(net.namespace(sender))
-    try:
-        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        c.connect((net.address(receiver), port))
-        peer, _ = lst.accept()
+    with _connection(net, sender, receiver, port) as (c, peer):
         got = 0
         for _ in range(60):
             c.sendall(b"x" * 14_000)
@@ -343,10 +343,6 @@ def _tails(net, sender: str, receiver: str, port: int) -> None:
         peer.setblocking(True)
         while got < 60 * 14_000:
             got += len(peer.recv(65536))
-        peer.close()
-    finally:
-        c.close()
-        lst.close()
 
 
 def test_loss_probe_off_stops_tail_loss_probes(make_net):

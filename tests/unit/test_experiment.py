@@ -206,33 +206,26 @@ def test_congestion_is_a_knob_and_check_names_dilated_cubic_under_loss(tmp_path)
         load(tmp_path, "[fixed]\ncongestion = \"vegas\"\n")
 
 
-def test_delayed_ack_is_a_knob_on_by_default(tmp_path):
-    plan = load(tmp_path, "[sweep]\ndelayed_ack = [true, false]\n")
-    assert [p.delayed_ack for p in plan.points if not p.is_baseline] == [True, False]
-    assert load(tmp_path, "").points[0].delayed_ack is True
+@pytest.mark.parametrize("knob, rule, note, bad", [
+    ("delayed_ack", "dilated_delayed_ack_under_loss", "delayed ACKs with loss", '"sometimes"'),
+    ("loss_probe", "dilated_loss_probe_under_loss", "tail loss probes with loss", "3"),
+])
+def test_timer_knob_is_on_by_default_and_check_names_it_when_dilated(tmp_path, knob, rule,
+                                                                     note, bad):
+    """delayed_ack and loss_probe: host knobs, on (Linux's default) unless set; --check
+    notes the dilated lossy points that keep them on; a value not a bool is refused."""
     from testbed.experiment import check
+    plan = load(tmp_path, f"[sweep]\n{knob} = [true, false]\n")
+    assert [getattr(p, knob) for p in plan.points if not p.is_baseline] == [True, False]
+    assert getattr(load(tmp_path, "").points[0], knob) is True
     lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\n"
-                           "[sweep]\ndelayed_ack = [true, false]\n")
+                           f"[sweep]\n{knob} = [true, false]\n")
     far = [p for p in lossy.points if not p.is_baseline]
-    assert [check.dilated_delayed_ack_under_loss(p) for p in far] == [True, False]
-    assert any("delayed ACKs with loss" in line for line in check.describe(lossy)[1])
-    with pytest.raises(SpecError, match="delayed_ack") as err:
-        load(tmp_path, "[fixed]\ndelayed_ack = \"sometimes\"\n")
+    assert [getattr(check, rule)(p) for p in far] == [True, False]
+    assert any(note in line for line in check.describe(lossy)[1])
+    with pytest.raises(SpecError, match=knob) as err:
+        load(tmp_path, f"[fixed]\n{knob} = {bad}\n")
     assert str(err.value).count("true or false") == 1, err.value
-
-
-def test_loss_probe_is_a_knob_on_by_default(tmp_path):
-    plan = load(tmp_path, "[sweep]\nloss_probe = [true, false]\n")
-    assert [p.loss_probe for p in plan.points if not p.is_baseline] == [True, False]
-    assert load(tmp_path, "").points[0].loss_probe is True
-    from testbed.experiment import check
-    lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\n"
-                           "[sweep]\nloss_probe = [true, false]\n")
-    far = [p for p in lossy.points if not p.is_baseline]
-    assert [check.dilated_loss_probe_under_loss(p) for p in far] == [True, False]
-    assert any("tail loss probes with loss" in line for line in check.describe(lossy)[1])
-    with pytest.raises(SpecError, match="loss_probe"):
-        load(tmp_path, "[fixed]\nloss_probe = 3\n")
 
 
 def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
