@@ -18,64 +18,20 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from testbed import schema
 from testbed.errors import SpecError
+from testbed.schema import (CONGESTION_CONTROLS, FLOAT_TEXT_RE, MOUNT_TRANSPORTS,  # noqa: F401
+                            NFS_VERSIONS, U64, parse_rate, parse_text)
 
 SPEED_OF_LIGHT_KM_S = 299_792.458
-DEFAULT_GROUP_INDEX = 1.469  # -> 4.90 us/km
-MAX_RATE_MBIT = 100_000.0  # 100 Gbit/s, the APN line rate
+DEFAULT_GROUP_INDEX = schema.default("group_index")  # -> 4.90 us/km
 IFNAMSIZ = 15  # usable characters of a Linux interface name
 TCP_HEADER_OVERHEAD = 52  # IPv4 (20) + TCP with timestamps (32): MSS = MTU - 52
 LIMIT_FACTOR = 1.5  # netem queue >= 1.5 x BDP (in packets) ...
 QUEUED_WINDOWS = 16  # ... + this many TCP buffers (nconnect's maximum) waiting for the rate
-MAX_TIME_SCALE = 1000.0
 MIN_LIMIT_PKTS = 1000  # never below netem's own default
 
-_RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps)?\s*$",
-                      re.IGNORECASE | re.ASCII)
-INT_TEXT_RE = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
-FLOAT_TEXT_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z", re.ASCII)
-TRUE_TEXT = ("true", "yes", "on", "1")
-FALSE_TEXT = ("false", "no", "off", "0")
-_RATE_MULT = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]*$")
-
-
-def parse_rate(value: str | float | int, field: str = "rate") -> float:
-    """Return a rate in Mbit/s from a number (already Mbit/s) or text such as "10gbit".
-
-    Raises SpecError naming `field` when the value is not a positive rate.
-    """
-    if isinstance(value, bool):
-        raise SpecError(f"{field}: expected a rate such as 10gbit, got {value!r}")
-    if isinstance(value, (int, float)):
-        mbit = float(value)
-    else:
-        match = _RATE_RE.match(str(value))
-        if not match or (match.group(3) or "").lower() == "bps":
-            raise SpecError(f"{field}: expected a rate such as 100mbit or 10gbit, got {value!r}")
-        mbit = float(match.group(1)) * _RATE_MULT[match.group(2).lower()]
-    if not math.isfinite(mbit) or mbit <= 0:
-        raise SpecError(f"{field}: rate must be > 0, got {value!r}")
-    return mbit
-
-
-def parse_text(text: str, kind: type) -> Any:
-    """Command-line text -> int, float or bool, strictly: ASCII digits only (Python's
-    int() and float() would take full-width or other Unicode digits), finite numbers.
-
-    Raises ValueError naming what was expected."""
-    t = text.strip()
-    if kind is bool:
-        if t.lower() in TRUE_TEXT + FALSE_TEXT:
-            return t.lower() in TRUE_TEXT
-        raise ValueError("expected true or false")
-    if kind is int:
-        if INT_TEXT_RE.match(t):
-            return int(t)
-        raise ValueError("expected an integer")
-    if FLOAT_TEXT_RE.match(t) and math.isfinite(float(t)):
-        return float(t)
-    raise ValueError("expected a finite number")
 
 
 def format_rate(mbit: float) -> str:
@@ -100,22 +56,11 @@ def check_name(name: str, what: str = "node", max_len: int = IFNAMSIZ - 5) -> st
     return name
 
 
-def _number(value: Any, field: str, *, minimum: float | None = 0.0,
-            maximum: float | None = None, strict_min: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise SpecError(f"{field}: expected a number, got {value!r}") from None
-    value = float(value)
-    if not math.isfinite(value):
-        raise SpecError(f"{field}: expected a finite number, got {value!r}")
-    if minimum is not None and (value < minimum or (strict_min and value == minimum)):
-        op = ">" if strict_min else ">="
-        raise SpecError(f"{field}: must be {op} {minimum:g}, got {value:g}")
-    if maximum is not None and value > maximum:
-        raise SpecError(f"{field}: must be <= {maximum:g}, got {value:g}")
-    return value
+def validate(spec: Any, rows: Mapping[str, str]) -> None:
+    """Check each field of a frozen spec against its schema row ({field: row name}) and
+    store the canonical value: the bounds live in testbed.schema, nowhere else."""
+    for field, name in rows.items():
+        object.__setattr__(spec, field, schema.check(name, getattr(spec, field), field))
 
 
 @dataclass(frozen=True)
@@ -132,7 +77,11 @@ class Direction:
 
 
 REVERSE_SEED_SALT = 0x9E3779B97F4A7C15  # B->A draws its own stream from the same seed
-U64 = 2**64
+FIBRE_ROWS = {"distance_km": "distance_km", "rate_mbit": "rate", "loss_pct": "loss_pct",
+              "jitter_ms": "jitter_ms", "extra_delay_ms": "extra_delay_ms",
+              "group_index": "group_index", "mtu": "mtu", "rate_reverse_mbit": "rate_reverse",
+              "loss_reverse_pct": "loss_reverse_pct", "time_scale": "time_scale",
+              "loss_seed": "loss_seed"}
 
 
 @dataclass(frozen=True)
@@ -156,42 +105,23 @@ class FibreSpec:
             the link is configured. Same seed, same packets dropped in the same order.
     """
 
-    distance_km: float = 0.0
-    rate_mbit: float = 1000.0
-    loss_pct: float = 0.0
-    jitter_ms: float = 0.0
-    extra_delay_ms: float = 0.0
-    group_index: float = DEFAULT_GROUP_INDEX
-    mtu: int = 1500
+    distance_km: float = schema.default("distance_km")
+    rate_mbit: float = schema.default("rate")
+    loss_pct: float = schema.default("loss_pct")
+    jitter_ms: float = schema.default("jitter_ms")
+    extra_delay_ms: float = schema.default("extra_delay_ms")
+    group_index: float = schema.default("group_index")
+    mtu: int = schema.default("mtu")
     rate_reverse_mbit: float | None = None
     loss_reverse_pct: float | None = None
-    time_scale: float = 1.0
+    time_scale: float = schema.default("time_scale")
     loss_seed: int | None = None
 
     def __post_init__(self) -> None:
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
-        set_("distance_km", _number(self.distance_km, "distance_km", maximum=40_075.0))
-        set_("rate_mbit", _rate(self.rate_mbit, "rate_mbit"))
-        set_("loss_pct", _number(self.loss_pct, "loss_pct", maximum=100.0))
-        set_("jitter_ms", _number(self.jitter_ms, "jitter_ms", maximum=10_000.0))
-        set_("extra_delay_ms", _number(self.extra_delay_ms, "extra_delay_ms", maximum=10_000.0))
-        set_("group_index", _number(self.group_index, "group_index", minimum=1.0, maximum=3.0))
-        mtu = _number(self.mtu, "mtu", minimum=576, maximum=65_535)
-        if not mtu.is_integer():
-            raise SpecError(f"mtu: must be a whole number of bytes, got {self.mtu!r}")
-        set_("mtu", int(mtu))
-        if self.rate_reverse_mbit is not None:
-            set_("rate_reverse_mbit", _rate(self.rate_reverse_mbit, "rate_reverse_mbit"))
-        if self.loss_reverse_pct is not None:
-            set_("loss_reverse_pct",
-                 _number(self.loss_reverse_pct, "loss_reverse_pct", maximum=100.0))
-        set_("time_scale", _number(self.time_scale, "time_scale", minimum=1.0,
-                                   maximum=MAX_TIME_SCALE))
-        if self.loss_seed is not None and (
-                isinstance(self.loss_seed, bool) or not isinstance(self.loss_seed, int)
-                or not 0 <= self.loss_seed < U64):
-            raise SpecError(f"loss_seed: expected an integer in [0, 2**64), "
-                            f"got {self.loss_seed!r}")
+        validate(self, FIBRE_ROWS)
+        if self.time_scale == "auto":
+            raise SpecError("time_scale: a fibre needs a number (\"auto\" is resolved "
+                            "before a fibre is built)")
         if self.jitter_ms > self.one_way_delay_ms and self.jitter_ms > 0:
             raise SpecError(f"jitter_ms: {self.jitter_ms:g} ms exceeds the one-way delay "
                             f"{self.one_way_delay_ms:g} ms (netem would reorder packets)")
@@ -305,15 +235,7 @@ class FibreSpec:
         }
 
 
-def _rate(value: Any, field: str) -> float:
-    mbit = parse_rate(value, field)
-    if mbit > MAX_RATE_MBIT:
-        raise SpecError(f"{field}: at most {MAX_RATE_MBIT:g} Mbit/s (100 Gbit/s), got {mbit:g}")
-    return mbit
-
-
-NFS_VERSIONS = ("3", "4.1", "4.2")
-MAX_TIMEO_DS = 6000  # the kernel caps an NFS/TCP timeout at 600 s
+MAX_TIMEO_DS = int(schema.row("timeo_ds").hi or 0)  # the kernel caps NFS/TCP timeo at 600 s
 
 
 @dataclass(frozen=True)
@@ -324,32 +246,27 @@ class NfsServerSpec:
     grace_s/lease_s: NFSv4 grace and lease times (short, so a run does not wait 90 s).
     """
 
-    versions: tuple[str, ...] = ("4.1", "4.2")
-    threads: int = 8
-    grace_s: int = 10
-    lease_s: int = 10
+    versions: tuple[str, ...] = schema.default("nfsd_versions")
+    threads: int = schema.default("nfsd_threads")
+    grace_s: int = schema.default("grace_s")
+    lease_s: int = schema.default("lease_s")
 
     def __post_init__(self) -> None:
-        versions = tuple(str(v) for v in (self.versions if not isinstance(self.versions, str)
-                                          else (self.versions,)))
-        for v in versions:
-            if v not in NFS_VERSIONS:
-                raise SpecError(f"versions: unknown NFS version {v!r}; known: "
-                                f"{', '.join(NFS_VERSIONS)}")
-        if not versions:
-            raise SpecError("versions: at least one NFS version is needed")
+        versions = self.versions
+        if isinstance(versions, str):
+            versions = [versions]
+        elif isinstance(versions, (tuple, list)):
+            versions = [str(v) for v in versions]
         object.__setattr__(self, "versions", versions)
-        if not isinstance(self.threads, int) or not 1 <= self.threads <= 256:
-            raise SpecError(f"threads: must be 1..256, got {self.threads!r}")
-        for name in ("grace_s", "lease_s"):
-            if not isinstance(getattr(self, name), int) or not 10 <= getattr(self, name) <= 3600:
-                raise SpecError(f"{name}: must be 10..3600 s, got {getattr(self, name)!r}")
+        validate(self, {"versions": "nfsd_versions", "threads": "nfsd_threads",
+                        "grace_s": "grace_s", "lease_s": "lease_s"})
 
 
-MOUNT_TRANSPORTS = ("tcp", "rdma")
-# TCP congestion controls a point may ask for (every kernel has both built in)
-CONGESTION_CONTROLS = ("cubic", "reno")
 NFS_RDMA_PORT = 20049  # IANA's NFS over RDMA port (RFC 5666)
+KERNEL_NCONNECT = 1  # mount.nfs's own default: the option is written only when it differs
+MOUNT_ROWS = {name: name for name in ("vers", "rsize", "wsize", "nconnect", "read_ahead_kb",
+                                      "actimeo_s", "nocto", "hard", "timeo_ds", "retrans",
+                                      "fsc", "transport")}
 
 
 @dataclass(frozen=True)
@@ -364,46 +281,23 @@ class MountSpec:
     GPU site's local FS-Cache (needs a running services.fscache.CacheFiles).
     """
 
-    vers: str = "4.2"
-    rsize: int = 1_048_576
-    wsize: int = 1_048_576
-    nconnect: int = 1
+    vers: str = schema.default("vers")
+    rsize: int = schema.default("rsize")
+    wsize: int = schema.default("wsize")
+    nconnect: int = schema.default("nconnect")
     read_ahead_kb: int | None = None
     actimeo_s: int | None = None
-    nocto: bool = False
-    hard: bool = True
-    timeo_ds: int = 600
-    retrans: int = 2
-    fsc: bool = False
-    transport: str = "tcp"
+    nocto: bool = schema.default("nocto")
+    hard: bool = schema.default("hard")
+    timeo_ds: int = schema.default("timeo_ds")
+    retrans: int = schema.default("retrans")
+    fsc: bool = schema.default("fsc")
+    transport: str = schema.default("transport")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "vers", str(self.vers))
-        if self.transport not in MOUNT_TRANSPORTS:
-            raise SpecError(f"transport: {self.transport!r} is not one of "
-                            f"{', '.join(MOUNT_TRANSPORTS)}")
-        if self.vers not in NFS_VERSIONS:
-            raise SpecError(f"vers: unknown NFS version {self.vers!r}; known: "
-                            f"{', '.join(NFS_VERSIONS)}")
-        for name in ("rsize", "wsize"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or not 4096 <= v <= 1_048_576 or v & (v - 1):
-                raise SpecError(f"{name}: a power of two from 4096 to 1048576, got {v!r}")
-        if not isinstance(self.nconnect, int) or not 1 <= self.nconnect <= 16:
-            raise SpecError(f"nconnect: must be 1..16, got {self.nconnect!r}")
-        if self.read_ahead_kb is not None and (not isinstance(self.read_ahead_kb, int)
-                                               or not 0 <= self.read_ahead_kb <= 1_048_576):
-            raise SpecError(f"read_ahead_kb: must be 0..1048576, got {self.read_ahead_kb!r}")
-        if self.actimeo_s is not None and (not isinstance(self.actimeo_s, int)
-                                           or self.actimeo_s < 0):
-            raise SpecError(f"actimeo_s: must be >= 0, got {self.actimeo_s!r}")
-        if not isinstance(self.timeo_ds, int) or not 1 <= self.timeo_ds <= MAX_TIMEO_DS:
-            raise SpecError(f"timeo_ds: must be 1..6000 tenths of a second, got {self.timeo_ds!r}")
-        if not isinstance(self.retrans, int) or not 0 <= self.retrans <= 20:
-            raise SpecError(f"retrans: must be 0..20, got {self.retrans!r}")
-        for name in ("nocto", "hard", "fsc"):
-            if not isinstance(getattr(self, name), bool):
-                raise SpecError(f"{name}: must be true or false, got {getattr(self, name)!r}")
+        if isinstance(self.vers, (int, float)) and not isinstance(self.vers, bool):
+            object.__setattr__(self, "vers", str(self.vers))  # vers = 4.2 in TOML
+        validate(self, MOUNT_ROWS)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MountSpec:
@@ -427,7 +321,7 @@ class MountSpec:
         opts = [f"vers={self.vers}", *proto, f"rsize={self.rsize}", f"wsize={self.wsize}",
                 "hard" if self.hard else "soft", f"timeo={self.timeo_ds}",
                 f"retrans={self.retrans}", "retry=0"]
-        if self.nconnect > 1:
+        if self.nconnect != KERNEL_NCONNECT:
             opts.append(f"nconnect={self.nconnect}")
         if self.actimeo_s is not None:
             opts.append(f"actimeo={self.actimeo_s}")

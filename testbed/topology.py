@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 from mininet.topo import Topo
 
+from testbed import schema
 from testbed.errors import SpecError
 from testbed.spec import FibreSpec, check_name, parse_text
 
@@ -43,7 +44,17 @@ LOCAL_SITE = "local"  # site_of() for a worker with no fibre between it and the 
 
 
 class SiteTopo(Topo):
-    """A Topo whose hosts carry a role and whose fibre links carry a FibreSpec."""
+    """A Topo whose hosts carry a role and whose fibre links carry a FibreSpec.
+
+    Parameters named after a knob (workers, mtu, distance_km, rate, loss_pct, ...) are
+    checked against the knob's schema row before build() runs, however the topology is
+    built (testbed.topology.build, `mn --custom`), so a topology file declares no bounds."""
+
+    def __init__(self, *args: Any, **params: Any) -> None:
+        for key, value in params.items():
+            if key in schema.ROWS and schema.ROWS[key].exposed:
+                schema.check(key, value, key)
+        super().__init__(*args, **params)
 
     def storage(self, name: str, **opts: Any) -> str:
         """Add a storage host (it runs nfsd); SpecError for a bad or duplicate name."""

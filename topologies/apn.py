@@ -25,9 +25,6 @@ class ApnTopo(SiteTopo):
 
     def build(self, workers: int = 2, distance_km: float = 3000.0, rate: str = "1gbit",
               loss_pct: float = 0.0, jitter_ms: float = 0.0, mtu: int = 1500) -> None:
-        if workers < 1:
-            from testbed.errors import SpecError
-            raise SpecError(f"workers: must be >= 1, got {workers}")
         fibre = FibreSpec(distance_km=distance_km, rate_mbit=parse_rate(rate),
                           loss_pct=loss_pct, jitter_ms=jitter_ms, mtu=mtu)
         srv = self.storage("srv")

@@ -12,7 +12,6 @@ _HERE = os.path.dirname(os.path.abspath(globals().get("__file__")
                                         or sys._getframe().f_code.co_filename))
 sys.path[:0] = [p for p in (_HERE, os.path.dirname(_HERE)) if p not in sys.path]
 
-from testbed.errors import SpecError  # noqa: E402
 from testbed.topology import SiteTopo  # noqa: E402
 
 
@@ -20,8 +19,6 @@ class LocalTopo(SiteTopo):
     """Storage and GPU workers in one site (no fibre): the baseline."""
 
     def build(self, workers: int = 2) -> None:
-        if workers < 1:
-            raise SpecError(f"workers: must be >= 1, got {workers}")
         srv = self.storage("srv")
         gpu = self.switch("s1")
         self.lan(srv, gpu)

@@ -13,7 +13,6 @@ _HERE = os.path.dirname(os.path.abspath(globals().get("__file__")
                                         or sys._getframe().f_code.co_filename))
 sys.path[:0] = [p for p in (_HERE, os.path.dirname(_HERE)) if p not in sys.path]
 
-from testbed.errors import SpecError  # noqa: E402
 from testbed.spec import FibreSpec, parse_rate  # noqa: E402
 from testbed.topology import SiteTopo  # noqa: E402
 
@@ -24,8 +23,6 @@ class TwoSitesTopo(SiteTopo):
     def build(self, workers: int = 1, distance_a_km: float = 60.0,
               distance_b_km: float = 3000.0, rate: str = "1gbit",
               loss_pct: float = 0.0) -> None:
-        if workers < 1:
-            raise SpecError(f"workers: must be >= 1, got {workers}")
         srv = self.storage("srv")
         core = self.switch("s0")
         self.lan(srv, core)

@@ -1,5 +1,6 @@
 """Data paths: where a point's training reads come from. One small class per path,
-registered by name (the `data_path` knob's values); a new path is one class.
+named in one table, REGISTRY (the `data_path` knob's values); a new path is one class
+and one entry there.
 
 Each path may act before the workers mount (before_mount: e.g. start the GPU site's cache
 daemon) and after (prepare: fill the cache, stage a copy), returning per worker the folder
@@ -19,15 +20,21 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from testbed.services.fscache import CacheFiles
 from testbed.services.nfs import NfsMount
 from testbed.services.stage import StagedCopy
 
 if TYPE_CHECKING:
-    from testbed.experiment.plan import Point
     from testbed.network.engine import Network
+
+
+class Point(Protocol):
+    """What a data path reads of a point: a knob's value by name (the plan's Point)."""
+
+    def value(self, name: str) -> Any:
+        """The point's value of knob `name`."""
 
 
 @dataclass(frozen=True)
@@ -53,15 +60,6 @@ class DataPath:
         return [Prepared(m.path) for m in mounts]
 
 
-REGISTRY: dict[str, type[DataPath]] = {}
-
-
-def register(cls: type[DataPath]) -> type[DataPath]:
-    """Class decorator: make a data path available under its name."""
-    REGISTRY[cls.name] = cls
-    return cls
-
-
 def drop_caches() -> None:
     """Drop the kernel's page, dentry and inode caches: the next reads are cold."""
     with open("/proc/sys/vm/drop_caches", "w") as fh:
@@ -78,14 +76,12 @@ def read_all(root: Path) -> float:
     return time.monotonic() - t0
 
 
-@register
 class Direct(DataPath):
     """Every epoch reads over the fibre."""
 
     name = "direct"
 
 
-@register
 class Cache(DataPath):
     """A fresh FS-Cache per point; one pass per worker fills it through the fibre."""
 
@@ -106,7 +102,6 @@ class Cache(DataPath):
         return [Prepared(m.path, t) for m, t in zip(mounts, times)]
 
 
-@register
 class Staged(DataPath):
     """A copy of the set on the GPU site, made before training."""
 
@@ -121,3 +116,6 @@ class Staged(DataPath):
         with ThreadPoolExecutor(len(copies)) as pool:
             results = list(pool.map(lambda c: c.stage(), copies))
         return [Prepared(c.path, r.seconds) for c, r in zip(copies, results)]
+
+
+REGISTRY: dict[str, type[DataPath]] = {cls.name: cls for cls in (Direct, Cache, Staged)}

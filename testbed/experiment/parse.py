@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.errors import SpecError
-from testbed.spec import FLOAT_TEXT_RE
+from testbed.schema import FILE_SETTINGS, FLOAT_TEXT_RE, Dimension, tolerance_row
 from testbed.experiment import dimensions as dims
 from testbed.experiment.dimensions import Key, did_you_mean, show
 from testbed.topology import fibres as topo_fibres
@@ -38,6 +38,7 @@ from testbed.topology import build as build_topology
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
 TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
 TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
+CAPTURE_KEYS = ("enabled", "seconds", "max_mib", "keep_pcap")
 MAX_SWEEP_VALUES = 1000
 METRICS = ("au_pct", "slowdown_pct", "throughput_MB_s", "samples_per_s")
 OPS = (">=", "<=", ">", "<")
@@ -48,9 +49,9 @@ TARGET_RE = re.compile(r"\s*([A-Za-z_]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*\Z", re
 class CaptureOption:
     """A packet capture on the first worker during repetition 0 of every point."""
 
-    seconds: float = 120.0
-    max_mib: int = 32
-    keep_pcap: bool = False
+    seconds: float = FILE_SETTINGS["seconds"].default
+    max_mib: int = FILE_SETTINGS["max_mib"].default
+    keep_pcap: bool = FILE_SETTINGS["keep_pcap"].default
 
 
 @dataclass(frozen=True)
@@ -159,19 +160,19 @@ def _top_level(cfg: dict[str, Any], where: Where) -> tuple[str, str, int, float 
     if not isinstance(topo, str) or topo not in known:
         raise where.error("topology", topo, "one of " + ", ".join(known)
                           + (did_you_mean(topo, known) if isinstance(topo, str) else ""))
-    reps = _checked(dims.Dimension("repetitions", "int", "", "loader", "repetitions", 1, 100),
-                    cfg.get("repetitions", 1), where, "repetitions")
+    reps = _checked(FILE_SETTINGS["repetitions"],
+                    cfg.get("repetitions", FILE_SETTINGS["repetitions"].default), where,
+                    "repetitions")
     bar = cfg.get("au_bar")
     if bar is not None:
-        bar = _checked(dims.Dimension("au_bar", "float", "%", "loader", "AU bar", 0.001, 100),
-                       bar, where, "au_bar")
+        bar = _checked(FILE_SETTINGS["au_bar"], bar, where, "au_bar")
     desc = cfg.get("description", "")
     if not isinstance(desc, str) or len(desc) > 2000:
         raise where.error("description", desc, "text of at most 2000 characters")
     return name, topo, reps, bar, desc
 
 
-def _checked(dim: dims.Dimension, value: Any, where: Where, key: str,
+def _checked(dim: Dimension, value: Any, where: Where, key: str,
              text: bool = False) -> Any:
     try:
         return dim.parse(value, text)
@@ -313,10 +314,10 @@ def _search(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
     if not lo < hi:
         raise w.error("range", rng, "low must be below high")
     metric, op, target = _target(table["target"], w)
-    tol = _checked(dims.Dimension("tolerance", "float", key.dim.unit, "loader", "tolerance",
-                                  1e-9, hi - lo), table["tolerance"], w, "tolerance")
-    maxp = _checked(dims.Dimension("max_points", "int", "", "loader", "max_points", 3, 64),
-                    table.get("max_points", 12), w, "max_points")
+    tol = _checked(tolerance_row(key.dim.unit, hi - lo), table["tolerance"], w, "tolerance")
+    maxp = _checked(FILE_SETTINGS["max_points"],
+                    table.get("max_points", FILE_SETTINGS["max_points"].default), w,
+                    "max_points")
     if key in raw.fixed:
         raise w.error("knob", table["knob"], "also given in [fixed]")
     raw.search = SearchSpec(key, lo, hi, metric, op, target, tol, maxp)
@@ -327,10 +328,7 @@ def _capture(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
     if not table:
         return
     w = where.at("capture")
-    rows = {"enabled": dims.Dimension("enabled", "bool", "", "loader", "enabled"),
-            "seconds": dims.Dimension("seconds", "float", "s", "loader", "seconds", 0.1, 3600),
-            "max_mib": dims.Dimension("max_mib", "int", "MiB", "loader", "max_mib", 1, 65536),
-            "keep_pcap": dims.Dimension("keep_pcap", "bool", "", "loader", "keep_pcap")}
+    rows = {k: FILE_SETTINGS[k] for k in CAPTURE_KEYS}
     values = {}
     for k, v in table.items():
         if k not in rows:
@@ -347,10 +345,7 @@ def apply_overrides(raw: RawPlan, overrides: dict[str, str]) -> None:
     where = Where(Path("-p"))
     for text, value in overrides.items():
         if text in ("repetitions", "au_bar"):
-            lo, hi = (1, 100) if text == "repetitions" else (0.001, 100)
-            dim = dims.Dimension(text, "int" if text == "repetitions" else "float", "",
-                                 "loader", text, lo, hi)
-            setattr(raw, text, _checked(dim, value, where, text, text=True))
+            setattr(raw, text, _checked(FILE_SETTINGS[text], value, where, text, text=True))
             continue
         key = _key(text, raw, where)
         if raw.search is not None and raw.search.key == key:

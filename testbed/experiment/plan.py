@@ -211,23 +211,16 @@ class Resolver:
         return self._topos[workers]
 
     def _defaults(self, topo: SiteTopo) -> dict[Key, Any]:
-        """Every knob's default: the specs' own and the topology's fibres."""
-        specs = {"mount": MountSpec(), "loader": WorkloadSpec(), "server": NfsServerSpec(),
-                 "dataset": DatasetSpec()}
-        other = {"mount": "default", "workers": topo.params.get("workers", 1),  # type: ignore[attr-defined]
-                 "mtu": 1500, "data_path": "direct", "cache_mib": 1024, "stage_parallel": 4,
-                 "time_scale": 1.0, "workload": NONE, "workload_scale": 1.0,
-                 "tcp_buffer_mib": "auto", "congestion": "cubic", "delayed_ack": True,
-                 "loss_probe": True}
+        """Every knob's default: the schema's, the topology's fibres and its workers."""
         out: dict[Key, Any] = {}
         for d in dims.DIMENSIONS:
             if d.per_link:
                 for link, spec in self.default_fibres.items():
                     out[Key(d, link)] = getattr(spec, d.spec_field)
-            elif d.name in other:
-                out[Key(d)] = other[d.name]
+            elif d.name == "workers":
+                out[Key(d)] = topo.params.get("workers", 1)  # type: ignore[attr-defined]
             else:
-                out[Key(d)] = getattr(specs[d.target], d.spec_field)
+                out[Key(d)] = d.default
         return out
 
     def expand(self, key: Key) -> list[Key]:
@@ -297,7 +290,7 @@ class Resolver:
                                            **{k.dim.spec_field: v for k, v in
                                               values.items() if k.link == link}))
                        for link, spec in self.default_fibres.items())
-        loader = by("loader")
+        loader = by("loader") | by("window")
         dp = values[Key(dims.BY_NAME["data_path"])]
         self.topo(int(values[Key(dims.BY_NAME["workers"])]))
         return Point(

@@ -15,19 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-Z95 = 1.96
-# Two-sided 95 % Student t quantiles by degrees of freedom (1..30); beyond, the normal's.
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def t95(n: int) -> float:
-    """The two-sided 95 % Student t quantile for n samples (n - 1 degrees of freedom)."""
-    if n < 2:
-        return math.nan
-    return T95[n - 2] if n - 1 <= len(T95) else Z95
-
+from testbed import stats as base_stats
+from testbed.stats import t95  # noqa: F401 (the experiment's intervals use it too)
 
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of points that were measured (status ok)."""
@@ -60,12 +49,7 @@ def with_slowdown(df: pd.DataFrame) -> pd.DataFrame:
 
 def mean_ci(values: pd.Series) -> tuple[float, float]:
     """Mean and the half-width of its 95 % interval (NaN with fewer than 2 values)."""
-    v = values.dropna().astype(float)
-    if v.empty:
-        return math.nan, math.nan
-    if len(v) < 2:
-        return float(v.mean()), math.nan
-    return float(v.mean()), t95(len(v)) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    return base_stats.mean_ci(values.dropna().astype(float))
 
 
 def point_ci(rows: pd.DataFrame, metric: str, own_ci: str | None) -> tuple[float, float]:

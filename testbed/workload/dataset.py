@@ -14,9 +14,10 @@ from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 
+from testbed import schema
 from testbed.errors import SpecError, WorkloadError
+from testbed.schema import FORMATS
 
-FORMATS = ("raw", "npz", "record")
 RECORD_HEADER = struct.Struct("<Q")
 # A sample: (path, offset, length); length -1 = the whole file from offset.
 Sample = tuple[str, int, int]
@@ -28,19 +29,16 @@ class DatasetSpec:
     format (raw bytes, numpy .npz, or length-prefixed record shards with
     `records_per_file` records), content seeded per file."""
 
-    files: int = 64
-    file_kib: int = 1024
-    format: str = "raw"
-    records_per_file: int = 8
-    seed: int = 7
+    files: int = schema.default("files")
+    file_kib: int = schema.default("file_kib")
+    format: str = schema.default("format")
+    records_per_file: int = schema.default("records_per_file")
+    seed: int = schema.default("dataset_seed")
 
     def __post_init__(self) -> None:
-        for name, lo in (("files", 1), ("file_kib", 4), ("records_per_file", 1)):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise SpecError(f"{name}: must be an integer >= {lo}, got {v!r}")
-        if self.format not in FORMATS:
-            raise SpecError(f"format: unknown {self.format!r}; known: {', '.join(FORMATS)}")
+        for field, name in (("files", "files"), ("file_kib", "file_kib"), ("format", "format"),
+                            ("records_per_file", "records_per_file"), ("seed", "dataset_seed")):
+            object.__setattr__(self, field, schema.check(name, getattr(self, field), field))
 
     @property
     def file_bytes(self) -> int:
@@ -133,8 +131,9 @@ def generate(root: Path, files: int, file_bytes: int, fmt: str = "raw", seed: in
     """Write `files` files of ~file_bytes under root; returns their paths (skips existing)."""
     if fmt not in FORMATS:
         raise SpecError(f"format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
-    if files < 1 or file_bytes < 1:
-        raise SpecError("dataset: files and file size must be >= 1")
+    schema.check("files", files)
+    if file_bytes < 1:
+        raise SpecError(f"file_bytes: must be >= 1, got {file_bytes!r}")
     root.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(files):

@@ -37,12 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from testbed import schema
 from testbed.errors import SpecError, WorkloadError
+from testbed.schema import ACCESS, READER_KINDS
 from testbed.workload.dataset import Sample, samples_of
-from testbed.workload.window import Step, Window, WindowSpec, au_ci, batches, mean_ci
+from testbed.workload.window import (WINDOW_ROWS, Step, Window, WindowSpec, au_ci, batches,
+                                     mean_ci)
 
-READER_KINDS = ("thread", "process")
-ACCESS = ("file", "record")
+LOADER_ROWS = ("batch", "compute_ms", "readers", "prefetch", "shuffle", "seed", "reader_kind",
+               "access", "read_kib")
 READ_TIMEOUT_S = 300.0  # a batch that is not read in this time (x k) fails the run
 PR_SET_PDEATHSIG = 1
 
@@ -57,54 +60,36 @@ class WorkloadSpec:
     measure_max_s, measure_stall_s, warmup_max_s, min_steps, au_ci_target: the measured window (see
     window.py); au_bar: the AU a point must reach (MLPerf Storage: 90 %)."""
 
-    batch: int = 4
-    compute_ms: float = 50.0
-    readers: int = 4
-    prefetch: int = 2
-    shuffle: bool = True
-    seed: int = 1
-    au_bar: float = 90.0
-    reader_kind: str = "thread"
-    access: str = "file"
-    read_kib: int = 1024
-    measure_s: float = 5.0
-    measure_max_s: float = 20.0
-    measure_stall_s: float = 0.0
-    warmup_max_s: float = 20.0
-    min_steps: int = 20
-    au_ci_target: float = 1.0
+    batch: int = schema.default("batch")
+    compute_ms: float = schema.default("compute_ms")
+    readers: int = schema.default("readers")
+    prefetch: int = schema.default("prefetch")
+    shuffle: bool = schema.default("shuffle")
+    seed: int = schema.default("seed")
+    au_bar: float = schema.FILE_SETTINGS["au_bar"].default
+    reader_kind: str = schema.default("reader_kind")
+    access: str = schema.default("access")
+    read_kib: int = schema.default("read_kib")
+    measure_s: float = schema.default("measure_s")
+    measure_max_s: float = schema.default("measure_max_s")
+    measure_stall_s: float = schema.default("measure_stall_s")
+    warmup_max_s: float = schema.default("warmup_max_s")
+    min_steps: int = schema.default("min_steps")
+    au_ci_target: float = schema.default("au_ci_target")
 
     def __post_init__(self) -> None:
-        for name, lo in (("batch", 1), ("readers", 1), ("prefetch", 1), ("min_steps", 2)):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise SpecError(f"{name}: must be an integer >= {lo}, got {v!r}")
-        for name in ("compute_ms", "measure_s", "measure_max_s", "measure_stall_s",
-                     "warmup_max_s", "au_ci_target"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                    or v < 0:
-                raise SpecError(f"{name}: must be a finite number >= 0, got {v!r}")
-        if self.measure_max_s < max(self.measure_s, self.measure_stall_s):
-            raise SpecError(f"measure_max_s ({self.measure_max_s:g}) is below measure_s "
-                            f"({self.measure_s:g}) or measure_stall_s "
-                            f"({self.measure_stall_s:g})")
-        if not 0 < self.au_bar <= 100:
-            raise SpecError(f"au_bar: must be in (0, 100], got {self.au_bar}")
-        if self.reader_kind not in READER_KINDS:
-            raise SpecError(f"reader_kind: {self.reader_kind!r}; known: "
-                            f"{', '.join(READER_KINDS)}")
-        if self.access not in ACCESS:
-            raise SpecError(f"access: {self.access!r}; known: {', '.join(ACCESS)}")
-        if not isinstance(self.read_kib, int) or not 4 <= self.read_kib <= 65536:
-            raise SpecError(f"read_kib: must be 4..65536, got {self.read_kib!r}")
+        for name in LOADER_ROWS + WINDOW_ROWS:
+            object.__setattr__(self, name, schema.check(name, getattr(self, name), name))
+        object.__setattr__(self, "au_bar",
+                           schema.FILE_SETTINGS["au_bar"].check(self.au_bar, "au_bar"))
+        self.window()  # the window's own rule (measure_max_s >= the other two)
 
     def window(self, warmup_bytes: int = 0) -> WindowSpec:
         """The measured window this spec asks for (durations in emulated seconds)."""
         return WindowSpec(warmup_bytes=warmup_bytes, warmup_max_s=self.warmup_max_s,
                           measure_s=self.measure_s, measure_max_s=self.measure_max_s,
                           measure_stall_s=self.measure_stall_s,
-                          min_steps=self.min_steps, ci_target=self.au_ci_target)
+                          min_steps=self.min_steps, au_ci_target=self.au_ci_target)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.errors import SpecError
+from testbed.schema import NO_PRESET
 
 PRESETS: dict[str, dict[str, Any]] = {
     "unet3d-h100": {"sample_bytes": 146_600_628, "batch": 7, "compute_ms": 323.0,
@@ -36,7 +37,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "llm7b-h100": {"sample_bytes": 8192, "batch": 4, "compute_ms": 871.5, "readers": 2,
                    "au_bar": 99.0, "shard_kib": 65536},
 }
-NONE = "custom"  # no preset: the knobs as given
+NONE = NO_PRESET  # no preset: the knobs as given
 
 
 def preset(name: str, scale: float = 1.0) -> dict[str, Any]:

@@ -9,7 +9,7 @@ mean of the last `block` steps is within stable_pct of the mean of the `block` b
 warm-up that has not settled by warmup_max_s ends there and says so (settled = False).
 
 The measured window then runs for at least measure_s and min_steps, and on until the 95 %
-interval of AU is within ci_target points or measure_max_s has passed (but never ends
+interval of AU is within au_ci_target points or measure_max_s has passed (but never ends
 before min_steps: a window of one slow step measures nothing). A window whose
 accelerator waits (AU so far below STALL_AU) runs for at least measure_stall_s: its
 stalls come in stretches seconds long (the readers' phase against the steps), so a short
@@ -27,30 +27,16 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
+from testbed import schema
+from testbed.errors import SpecError
+from testbed.stats import mean_ci
+
 BATCHES = 10
 STALL_AU = 99.0  # below this AU the accelerator waits: measure_stall_s applies
-Z95 = 1.96
-# Two-sided 95 % Student t quantiles by degrees of freedom (1..30); beyond, the normal's.
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def t95(n: int) -> float:
-    """The two-sided 95 % Student t quantile for n samples (n - 1 degrees of freedom)."""
-    if n < 2:
-        return math.nan
-    return T95[n - 2] if n - 1 <= len(T95) else Z95
-
-
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % interval (NaN half-width below 2 values)."""
-    v = [x for x in values if x == x]
-    if not v:
-        return math.nan, math.nan
-    if len(v) < 2:
-        return v[0], math.nan
-    return statistics.fmean(v), t95(len(v)) * statistics.stdev(v) / math.sqrt(len(v))
+# The knobs of the window (bounds and defaults in testbed.schema); the loader's spec
+# carries them under the same names.
+WINDOW_ROWS = ("measure_s", "measure_max_s", "measure_stall_s", "warmup_max_s", "min_steps",
+               "au_ci_target")
 
 
 @dataclass(frozen=True)
@@ -60,14 +46,20 @@ class WindowSpec:
 
     warmup_bytes: int = 0
     warmup_min_s: float = 0.5
-    warmup_max_s: float = 30.0
-    measure_s: float = 5.0
-    measure_max_s: float = 30.0
-    min_steps: int = 20
-    ci_target: float = 1.0
+    warmup_max_s: float = schema.default("warmup_max_s")
+    measure_s: float = schema.default("measure_s")
+    measure_max_s: float = schema.default("measure_max_s")
+    min_steps: int = schema.default("min_steps")
+    au_ci_target: float = schema.default("au_ci_target")
     stable_pct: float = 10.0
     block: int = 3
-    measure_stall_s: float = 0.0
+    measure_stall_s: float = schema.default("measure_stall_s")
+
+    def __post_init__(self) -> None:
+        if self.measure_max_s < max(self.measure_s, self.measure_stall_s):
+            raise SpecError(f"measure_max_s ({self.measure_max_s:g}) is below measure_s "
+                            f"({self.measure_s:g}) or measure_stall_s "
+                            f"({self.measure_stall_s:g})")
 
     def scaled(self, k: float) -> WindowSpec:
         """The same window with every duration k times longer (time dilation)."""
@@ -170,4 +162,4 @@ class Window:
         now, ci = au_ci(measured)
         if span < self.spec.measure_stall_s and now < STALL_AU:
             return True
-        return not ci <= self.spec.ci_target
+        return not ci <= self.spec.au_ci_target

@@ -80,7 +80,7 @@ def test_warmup_waits_for_bytes_and_a_settled_step_time():
 
 def test_window_stops_at_its_maximum_even_if_noisy():
     w = Window(WindowSpec(warmup_max_s=0.5, measure_s=1.0, measure_max_s=3.0, min_steps=2,
-                          ci_target=0.001))
+                          au_ci_target=0.001))
     t, i = 0.0, 0
     while w.add(Step(i, t, 0.2 * (i % 3), 0.1, 1, 1)):
         t += 0.1 + 0.2 * (i % 3)
@@ -95,7 +95,7 @@ def test_a_stalling_window_runs_for_measure_stall_s():
     waits stops at measure_s (its interval is met at once)."""
     def span(wait):
         w = Window(WindowSpec(warmup_max_s=0.5, measure_s=1.0, measure_max_s=10.0,
-                              min_steps=2, ci_target=50.0, measure_stall_s=4.0))
+                              min_steps=2, au_ci_target=50.0, measure_stall_s=4.0))
         t, i = 0.0, 0
         while w.add(Step(i, t, wait, 0.1, 1, 1)):
             t += wait + 0.1
@@ -139,8 +139,8 @@ def test_record_level_access_reads_every_record(tmp_path, kind):
     samples = workload.samples_of(sorted(tmp_path.glob("sample_*")), "record")
     assert len(samples) == 12 and all(length == 20_000 for _, _, length in samples)
     spec = workload.WorkloadSpec(batch=4, compute_ms=1, access="record", reader_kind=kind,
-                                 shuffle=False, measure_s=0.2, measure_max_s=0.2,
-                                 warmup_max_s=0.1, min_steps=3)
+                                 shuffle=False, measure_s=0.5, measure_max_s=0.5,
+                                 warmup_max_s=0.5, min_steps=3)
     run = workload.run_loader(tmp_path, spec)
     assert run.error is None
     assert all(s.bytes == 4 * 20_000 for s in run.steps)
