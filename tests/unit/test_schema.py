@@ -1,6 +1,5 @@
 """One source for every fact: each knob's bounds and default are declared once, in
-testbed.schema, and the specs, the experiment layer and `testbed knobs` read them; the
-package's imports form no circle."""
+testbed.schema, and the specs, the experiment layer and `testbed knobs` read them."""
 
 import ast
 from pathlib import Path
@@ -127,70 +126,3 @@ def test_spec_modules_compare_no_field_with_a_literal_bound():
             if named and literal:
                 found.append(f"{rel}:{node.lineno} {literal}")
     assert not found, found
-
-
-def _module_of(path: Path) -> str:
-    """testbed/network/engine.py -> testbed.network.engine (a package -> its name)."""
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that a file imports anywhere (function-local and
-    TYPE_CHECKING imports included): `from pkg import sub` counts as sub."""
-    name = _module_of(path)
-    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name in modules}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
-                base = ".".join(up + ([node.module] if node.module else []))
-            subs = {f"{base}.{a.name}" for a in node.names} & modules
-            out |= subs if subs else ({base} & modules)
-    return out - {name}
-
-
-def import_graph() -> dict[str, set[str]]:
-    """Every module of the package -> the package's modules it imports."""
-    files = sorted(PACKAGE.rglob("*.py"))
-    modules = {_module_of(p) for p in files}
-    return {_module_of(p): _imports(p, modules) for p in files}
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str]:
-    """One import circle as a list of modules, or [] (depth-first search)."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return []
-
-    for start in sorted(graph):
-        if start not in state and (found := visit(start)):
-            return found
-    return []
-
-
-def test_no_import_circle():
-    """Imports point one way: no module reaches itself through the package's imports."""
-    circle = _cycle(import_graph())
-    assert not circle, " -> ".join(circle)
-
-
-def test_the_circle_finder_finds_one():
-    """The test above would see a circle (a check that cannot fail proves nothing)."""
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) == []
