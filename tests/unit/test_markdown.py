@@ -92,3 +92,10 @@ def test_only_the_report_command_may_generate(tmp_path: Path):
     with pytest.raises(SpecError, match="only `testbed report DIR --markdown`"):
         docs.update(tmp_path, check=True)
 
+
+
+def test_readme_and_docs_generated_blocks_are_up_to_date():
+    blocks = docs.update(REPO, check=True)
+    assert blocks, "README.md should hold the demo's generated table"
+    stale = [f"{b.file}: {b.command}" for b in blocks if b.stale]
+    assert not stale, "run `testbed docs` to regenerate: " + ", ".join(stale)
