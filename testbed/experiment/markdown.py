@@ -71,10 +71,16 @@ def load(path: Path) -> Folder:
     if not csv.is_file():
         raise SpecError(f"report: {path}: no summary.csv (run or resume the experiment "
                         "there first: its report writes it)")
-    summary = pd.read_csv(csv)
+    try:
+        summary = pd.read_csv(csv)
+    except (OSError, ValueError) as exc:  # pandas' parser errors are ValueErrors
+        raise ResultsError(f"{csv}: not readable as CSV ({exc})") from exc
     if summary.empty or "point_id" not in summary:
         raise ResultsError(f"{csv}: no points")
-    summary["site"] = summary["site"].fillna("").astype(str)
+    summary["site"] = summary.get("site", pd.Series("", index=summary.index)) \
+        .fillna("").astype(str)
+    summary["n"] = summary.get("n", pd.Series(1, index=summary.index))
+    summary["failed"] = summary.get("failed", pd.Series(0, index=summary.index))
     # _search_lines reads only the folder's search.csv; it takes no part of the plan.
     search = report._search_lines(cast(Plan, None), path)
     return Folder(path, summary, knobs_of(summary["point_id"]), search,

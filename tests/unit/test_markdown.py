@@ -99,3 +99,10 @@ def test_readme_and_docs_generated_blocks_are_up_to_date():
     assert blocks, "README.md should hold the demo's generated table"
     stale = [f"{b.file}: {b.command}" for b in blocks if b.stale]
     assert not stale, "run `testbed docs` to regenerate: " + ", ".join(stale)
+
+
+def test_an_empty_summary_is_one_line_and_exit_1(folder: Path, capsys):
+    (folder / "summary.csv").write_text("")
+    assert cli.main(["report", str(folder), "--markdown"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "summary.csv" in err
