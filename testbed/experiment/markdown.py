@@ -126,12 +126,11 @@ def table(folder: Folder) -> list[str]:
 
 
 def _kernel(env: dict[str, Any]) -> str:
-    """The kernel a run measured on, e.g. "Linux 7.2.7 (user-mode Linux, 1 CPU)"."""
-    kind = {"uml": "user-mode Linux", "vm": "lab VM"}.get(str(env.get("kernel_kind", "")),
-                                                          str(env.get("kernel_kind", "")))
-    cpus = f"{env['cpus']} CPU" if env.get("cpus") else ""
-    inner = ", ".join(p for p in (kind, cpus) if p)
-    return f"Linux {env.get('kernel', '?')}" + (f" ({inner})" if inner else "")
+    """The kernel a run measured on, e.g. "user-mode Linux 7.2.7, 1 CPU"."""
+    kind = {"uml": "user-mode Linux", "qemu-tcg": "the lab VM (QEMU TCG), Linux",
+            "qemu-kvm": "the lab VM (KVM), Linux"}.get(str(env.get("kernel_kind", "")), "Linux")
+    cpus = f", {env['cpus']} CPU" if env.get("cpus") else ""
+    return f"{kind} {env.get('kernel', '?')}{cpus}"
 
 
 def provenance(folder: Folder, command: str) -> str:
