@@ -23,21 +23,21 @@ far the largest deviation exceeds the two points' own 95 % intervals (lossy poin
 noisy: a deviation inside them is not evidence of drift).
 
 Congestion control: Reno by default (--cc reno). CUBIC grows its window on the kernel's
-clock, which dilation does not slow, so lossy CUBIC points drift with k by design (README,
-"Time dilation"; measured 22 AU points at k = 10): the testbed marks them emulator-limited
+clock, which dilation does not slow, so lossy CUBIC points drift with k by design
+(docs/time-dilation.md; measured 22 AU points at k = 10): the testbed marks them emulator-limited
 (rule `clock`) and --cc cubic lists them so. Reno counts round trips.
 
 Delayed ACKs: off by default (--delayed-ack off: route quickack on every host). Linux's
 delayed-ACK timer has a 40 ms floor that no route metric or sysctl scales, so at k = 10
 it is a tenth as long against the round trip, and a lossy point reads high: Reno, 1,000
-km, 0.1 % loss, three repetitions at k = 1 and 10 (README, "Time dilation"): +1.47 AU
+km, 0.1 % loss, three repetitions at k = 1 and 10 (docs/time-dilation.md): +1.47 AU
 points, +5.7 % with delayed ACKs, +0.55 and +2.2 % without. --delayed-ack on measures it.
 
 Tail loss probes: off by default (--loss-probe off: tcp_early_retrans = 0). A probe fires
 2 x srtt plus two jiffies (20 ms at HZ = 100) after the last send, an allowance nothing
 scales, and each probe is an extra wire packet that shifts netem's seeded draw, so with
 probes the k's meet different losses: DRIFT 1.83 / 6.96 % with them, 1.47 / 3.49 %
-without (README, "Time dilation"). --loss-probe on measures it.
+without (docs/time-dilation.md). --loss-probe on measures it.
 
 Losses are seeded (netem's PRNG, from the seed knob and the repetition): every k meets
 the same draw of losses, so a deviation is the time scale's, not the draw's.

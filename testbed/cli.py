@@ -10,6 +10,8 @@
     testbed demo [--out DIR] [--check] [...]    the small default experiment
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
+    testbed report DIR --markdown               a results folder's table as GitHub markdown
+    testbed docs [--check]                      regenerate (check) README/docs result tables
 
 Exit status: 0 done; 1 a runtime failure (or a point of an experiment failed); 2 bad input
 (one line naming the file/key/value and what is allowed; nothing created in the kernel);
@@ -411,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     _probe_parser(sub)
     _analyse_parser(sub)
+    _report_parsers(sub)
     return p
 
 
@@ -437,6 +440,36 @@ def _analyse_parser(sub: Any) -> None:
     an.add_argument("--png", default="", help="write the in-flight plot here")
     an.add_argument("--csv", default="", help="write one row per RPC here")
     an.set_defaults(func=cmd_analyse)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Print a results folder's per-point table and search lines as GitHub markdown."""
+    from testbed.experiment import markdown
+    sys.stdout.write(markdown.render(Path(args.dir)))
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    """Rewrite (or --check) the generated result tables of README.md and docs/*.md."""
+    from testbed import docs
+    blocks = docs.update(check=args.check)
+    stale = [f"{b.file}: {b.command}" for b in blocks if b.stale]
+    for line in stale:
+        out.print(("stale: " if args.check else "regenerated: ") + line, markup=False)
+    out.print(f"{len(blocks)} generated block(s), {len(stale)} stale", markup=False)
+    return EXIT_FAILED if args.check and stale else 0
+
+
+def _report_parsers(sub: Any) -> None:
+    rp = sub.add_parser("report", help="a results folder's per-point table as markdown")
+    rp.add_argument("dir", help="a results folder (with summary.csv)")
+    rp.add_argument("--markdown", action="store_true", required=True,
+                    help="GitHub markdown (the only format)")
+    rp.set_defaults(func=cmd_report)
+    dp = sub.add_parser("docs", help="regenerate the generated result tables of README.md "
+                        "and docs/*.md from their results folders")
+    dp.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
+    dp.set_defaults(func=cmd_docs)
 
 
 def _signals() -> None:

@@ -46,7 +46,7 @@ def _dilated_and_lossy(point: Point) -> bool:
 
 def dilated_cubic_under_loss(point: Point) -> bool:
     """Whether a point runs CUBIC over a lossy path at k > 1 (or auto): its
-    window then grows on the undilated kernel clock (README, "Time dilation")."""
+    window then grows on the undilated kernel clock (docs/time-dilation.md)."""
     return _dilated_and_lossy(point) and point.congestion == "cubic"
 
 

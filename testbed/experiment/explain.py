@@ -16,7 +16,7 @@ The emulator's evidence, one rule per row of EMULATOR_RULES:
              the host is still emulating its instructions, so `cpu` cannot tell
   clock      CUBIC over a lossy path at k > 1: its window grows back after a loss on the
              kernel's clock, which dilation does not slow, so it recovers as over a k
-             times shorter round trip than the emulated one (README, "Time dilation";
+             times shorter round trip than the emulated one (docs/time-dilation.md;
              measured: tuned mount, 3,000 km, 0.1 %: AU 28 at k = 1, 50 at k = 10).
              Reno counts round trips and is not marked; run lossy scenarios dilated
              with congestion = "reno", or CUBIC at k = 1

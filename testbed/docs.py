@@ -1,0 +1,78 @@
+"""Regenerate (or check) the generated blocks of README.md and docs/*.md.
+
+Why: a results table in the documentation is only as good as the folder it came from. A
+block such as
+
+    <!-- generated: testbed report docs/results/demo --markdown -->
+    ...
+    <!-- end generated -->
+
+holds exactly what that command prints, so `testbed docs` rewrites every block from its
+results folder and `testbed docs --check` fails when a block no longer matches (a table
+edited by hand, or a results folder replaced without regenerating). Only the command
+`testbed report DIR --markdown` is allowed in a marker, with DIR relative to the
+checkout. Returns what changed; never prints.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.errors import SpecError
+from testbed.experiment import markdown
+from testbed.paths import REPO
+
+BLOCK = re.compile(r"(?P<open><!-- generated: (?P<command>[^\n]*?) -->\n)"
+                   r"(?P<body>.*?)(?P<close><!-- end generated -->)", re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One generated block: the file it is in, its command, and whether it was stale."""
+
+    file: Path
+    command: str
+    stale: bool
+
+
+def pages(root: Path = REPO) -> list[Path]:
+    """The pages that may hold generated blocks: README.md and docs/*.md."""
+    return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+            if p.is_file()]
+
+
+def run_marker(command: str, root: Path) -> str:
+    """What a marker's command prints: `testbed report DIR --markdown`, DIR under root."""
+    words = shlex.split(command)
+    if len(words) != 4 or words[:2] != ["testbed", "report"] or words[3] != "--markdown":
+        raise SpecError(f"docs: marker command {command!r}: only "
+                        "`testbed report DIR --markdown` can generate a block")
+    return markdown.render(root / words[2], command)
+
+
+def regenerate(text: str, path: Path, root: Path) -> tuple[str, list[Block]]:
+    """A page's text with every block rewritten, and each block's staleness."""
+    blocks: list[Block] = []
+
+    def fill(m: re.Match[str]) -> str:
+        body = run_marker(m["command"], root)
+        blocks.append(Block(path, m["command"], body != m["body"]))
+        return m["open"] + body + m["close"]
+
+    return BLOCK.sub(fill, text), blocks
+
+
+def update(root: Path = REPO, check: bool = False) -> list[Block]:
+    """Regenerate every block of every page (write the pages unless check); the blocks,
+    with the ones that were stale marked."""
+    found: list[Block] = []
+    for page in pages(root):
+        text = page.read_text()
+        new, blocks = regenerate(text, page.relative_to(root), root)
+        found += blocks
+        if new != text and not check:
+            page.write_text(new)
+    return found
