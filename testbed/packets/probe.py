@@ -41,7 +41,7 @@ from scapy.packet import Raw
 from scapy.utils import checksum
 
 from testbed.errors import SpecError
-from testbed.network.engine import NETNS_DIR, ns_iproute
+from testbed.network.namespace import NETNS_DIR, ns_iproute
 from testbed.network.measure import (SO_TIMESTAMPNS, big_receive_buffer, binomial_ci,
                                      kernel_time_ns, ns_socket)
 

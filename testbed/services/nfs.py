@@ -105,8 +105,9 @@ class NfsServer:
         self.net.state.add_nfsd(self.net.namespace(self.node))
         self.net.callback(self._stop_nfsd)
         with open(self.dir / "mountd.log", "w") as log_file:
-            self.proc = self.net.popen_raw(self._argv(self._control(self._setup_script())),
-                                           stdout=log_file, stderr=subprocess.STDOUT)
+            argv = self._argv(self._control(self._setup_script()))
+            self.proc = self.net.procs.popen_raw(argv, stdout=log_file,
+                                                 stderr=subprocess.STDOUT)
         started = time.monotonic()
         self._wait_listening(started + READY_TIMEOUT_S)
         self.ready_at = started + self.spec.grace_s + 0.5
@@ -240,7 +241,7 @@ class NfsServer:
         """Threads to 0 and exports flushed while mountd still answers, then mountd."""
         self._stop_nfsd()
         if self.proc is not None:
-            self.net.stop_proc(self.proc)
+            self.net.procs.stop(self.proc)
             self.proc = None
 
     def _stop_nfsd(self) -> None:
@@ -359,7 +360,7 @@ class NfsMount:
         source = f"{self.server.address}:{remote}/{self.subdir}"
         # A cache volume per worker, as each GPU server would have its own cache.
         opts = self.spec.options(fsc_tag=f"{self.net.prefix}-{self.worker}")
-        argv = self.net.cmd(self.worker, ["mount", "-t", "nfs", "-o", opts, source,
+        argv = self.net.procs.cmd(self.worker, ["mount", "-t", "nfs", "-o", opts, source,
                                           str(self.path)])
         self.server.wait_ready()
         self._set_client_identifier()

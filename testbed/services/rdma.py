@@ -72,7 +72,7 @@ def host_interface(net: Network, node: str) -> str:
 
 
 def _rdma(net: Network, node: str, args: list[str], what: str) -> str:
-    proc = nfs._run(net.cmd(node, ["rdma", *args]), 30, what)
+    proc = nfs._run(net.procs.cmd(node, ["rdma", *args]), 30, what)
     if proc.returncode != 0:
         raise ServiceError(f"{what}: {nfs._last_line(proc)}")
     return proc.stdout
@@ -125,8 +125,8 @@ class SoftRoce:
         if not self.created:
             return
         if Path(self.net.netns_path(self.node)).exists():
-            proc = nfs._run(self.net.cmd(self.node, ["rdma", "link", "delete", self.name]), 30,
-                            f"delete {self.name}")
+            argv = self.net.procs.cmd(self.node, ["rdma", "link", "delete", self.name])
+            proc = nfs._run(argv, 30, f"delete {self.name}")
             if proc.returncode != 0:
                 log.warning("rdma link delete %s: %s", self.name, nfs._last_line(proc))
         self.created = False

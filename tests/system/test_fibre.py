@@ -28,15 +28,15 @@ import pytest
 
 from testbed import spec as spec_mod
 from testbed import topology
-from testbed.network import engine, measure
-from testbed.network.engine import NETNS_DIR, Network
-from testbed.network.namespace import in_namespace
+from testbed.network import measure, tcp_policy
+from testbed.network.engine import Network
+from testbed.network.namespace import NETNS_DIR, in_namespace
 from testbed.packets import probe as probe_mod
 
 
 def ping(net, src, dst):
-    return subprocess.run(net.cmd(src, ["ping", "-c", "1", "-W", "3", net.address(dst)]),
-                          capture_output=True).returncode == 0
+    argv = net.procs.cmd(src, ["ping", "-c", "1", "-W", "3", net.address(dst)])
+    return subprocess.run(argv, capture_output=True).returncode == 0
 
 
 def test_pingall_two_sites(make_net):
@@ -140,8 +140,9 @@ def test_kernel_state_read_back(make_net):
         assert got.loss_pct == pytest.approx(want.loss_pct, abs=1e-6)
         assert got.rate_mbit == pytest.approx(want.rate_mbit, rel=1e-6)  # > 32-bit rate
         assert got.limit_pkts == want.limit_pkts >= 1.5 * spec.bdp_bytes() / spec.mtu
-    assert int(net.read_sysctl("w1", "net.ipv4.tcp_rmem").split()[2]) >= 2 * spec.bdp_bytes()
-    assert net.read_sysctl("w1", "net.ipv4.tcp_congestion_control") == "cubic"
+    assert int(net.tcp.read_sysctl("w1", "net.ipv4.tcp_rmem").split()[2]) \
+        >= 2 * spec.bdp_bytes()
+    assert net.tcp.read_sysctl("w1", "net.ipv4.tcp_congestion_control") == "cubic"
 
 
 def test_live_reconfiguration_and_back_to_zero(make_net, tol):
@@ -253,11 +254,11 @@ def test_time_scale_stretches_the_rto_tcp_uses(make_net):
     """Dilation by k: TCP's minimum RTO becomes k x 200 ms on every host's routes, as TCP
     itself reports it (the route metric is ignored unless locked), and back at k = 1."""
     net = make_net("apn", workers=1, distance_km=100, rate="100mbit")
-    net.set_time_scale(10)
-    assert set(engine.route_rto_min_ms(net.ipr("w1"))) == {2000}
+    net.tcp.set_time_scale(10)
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("w1"))) == {2000}
     assert 1990 <= _tcp_rto_ms(net, "w1", "srv") <= 2300
-    net.set_time_scale(1)
-    assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {None}
+    net.tcp.set_time_scale(1)
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("srv"))) == {None}
     assert 190 <= _tcp_rto_ms(net, "w1", "srv", port=5302) <= 500
 
 
@@ -309,16 +310,16 @@ def test_delayed_ack_off_sets_quickack_on_every_route(make_net):
     """delayed_ack = false: every host's routes carry quickack (alongside a dilated
     rto_min), and a receiver's delayed-ACK timer then never fires; on again, it does."""
     net = make_net("apn", workers=1, distance_km=100, rate="100mbit")
-    net.set_time_scale(10)
-    net.set_delayed_ack(False)
-    assert set(engine.route_quickack(net.ipr("w1"))) == {True}
-    assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {2000}
+    net.tcp.set_time_scale(10)
+    net.tcp.set_delayed_ack(False)
+    assert set(tcp_policy.route_quickack(net.ipr("w1"))) == {True}
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("srv"))) == {2000}
     before = _delayed_acks(net, "srv")
     _trickle(net, "w1", "srv", 5401)
     assert _delayed_acks(net, "srv") == before
-    net.set_delayed_ack(True)
-    assert set(engine.route_quickack(net.ipr("srv"))) == {False}
-    assert set(engine.route_rto_min_ms(net.ipr("w1"))) == {2000}
+    net.tcp.set_delayed_ack(True)
+    assert set(tcp_policy.route_quickack(net.ipr("srv"))) == {False}
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("w1"))) == {2000}
     before = _delayed_acks(net, "srv")
     _trickle(net, "w1", "srv", 5402)
     assert _delayed_acks(net, "srv") > before
@@ -350,14 +351,17 @@ def test_loss_probe_off_stops_tail_loss_probes(make_net):
     no tail loss probe (TcpExt TCPLossProbes), where with Linux's default it sends some.
     Off first: a closing connection may still probe a lost FIN scheduled before a switch."""
     net = make_net("apn", workers=1, distance_km=100, rate="100mbit", loss_pct=10.0)
-    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"3"}
-    net.set_loss_probe(False)
-    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"0"}
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_early_retrans")
+            for h in ("srv", "w1")} == {"3"}
+    net.tcp.set_loss_probe(False)
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_early_retrans")
+            for h in ("srv", "w1")} == {"0"}
     before = _tcp_ext(net, "srv", "TCPLossProbes")
     _tails(net, "srv", "w1", 5501)
     assert _tcp_ext(net, "srv", "TCPLossProbes") == before
-    net.set_loss_probe(True)
-    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"3"}
+    net.tcp.set_loss_probe(True)
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_early_retrans")
+            for h in ("srv", "w1")} == {"3"}
     before = _tcp_ext(net, "srv", "TCPLossProbes")
     _tails(net, "srv", "w1", 5502)
     assert _tcp_ext(net, "srv", "TCPLossProbes") > before
@@ -365,6 +369,6 @@ def test_loss_probe_off_stops_tail_loss_probes(make_net):
 
 def test_congestion_control_is_set_on_every_host(make_net):
     net = make_net("apn", workers=2, distance_km=100, rate="100mbit")
-    net.set_congestion("reno")
-    assert {net.read_sysctl(h, "net.ipv4.tcp_congestion_control")
+    net.tcp.set_congestion("reno")
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_congestion_control")
             for h in ("srv", "w1", "w2")} == {"reno"}
