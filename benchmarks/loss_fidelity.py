@@ -39,7 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed import tcp_model, topology  # noqa: E402
+from testbed import topology  # noqa: E402
+from testbed.model import tcp as tcp_model  # noqa: E402
 from testbed.network import iperf  # noqa: E402
 from testbed.network.engine import Network  # noqa: E402
 

@@ -13,7 +13,7 @@ Per worker, every bound is a read rate (bytes/s):
            own window instead: 128 unacknowledged packets per queue pair
            (RXE_MAX_UNACKED_PSNS) x the RoCE path MTU (1 KiB on a 1,500-byte link, 4 KiB
            at 9,000) per RTT
-  loss     the TCP response to random loss per connection (testbed.tcp_model: Mathis for
+  loss     the TCP response to random loss per connection (testbed.model.tcp: Mathis for
            reno, RFC 8312's response function for cubic), times nconnect
   latency  per-file and per-request round trips times the loader's depth: an event
            simulation (model.sim) of `readers` readers, each opening a file (one round
@@ -31,7 +31,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from testbed import tcp_model
+from testbed.model import tcp
 
 PAGE = 4096
 ETH_HEADER = 14
@@ -63,7 +63,7 @@ class Path:
         """Payload per packet: TCP's (timestamps on), or the RoCE path MTU over RDMA."""
         if self.transport == "rdma":
             return roce_mtu(self.mtu)
-        return tcp_model.mss_bytes(self.mtu)
+        return tcp.mss_bytes(self.mtu)
 
 
 def window_share(kernel_release: str) -> float:
@@ -134,13 +134,13 @@ class Bounds:
 
 
 def loss_Bps(path: Path) -> float:
-    """The loss bound of the path's connections: tcp_model's response function of the
+    """The loss bound of the path's connections: the response function (model.tcp) of the
     path's congestion control (Mathis for reno; RFC 8312's for cubic, its curve on the
     dilated clock), x nconnect. Not modelled for soft-RoCE (go-back-N after a timeout): no bound."""
     if path.loss <= 0 or path.rtt_s <= 0 or path.transport == "rdma":
         return math.inf
-    cc = path.cc if path.cc in tcp_model.MODELS else "reno"
-    one = tcp_model.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0,
+    cc = path.cc if path.cc in tcp.MODELS else "reno"
+    one = tcp.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0,
                             path.clock_scale)
     return one.MB_s * 1e6 * path.connections
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from testbed import tcp_model
+from testbed.model import tcp as tcp_model
 from testbed.network import iperf, offload
 from testbed.topology import interface_name
 
