@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 
 from testbed.model import tcp
+from testbed.model.sim import Reading, Setting, read_rate_Bps
 
 PAGE = 4096
 ETH_HEADER = 14
@@ -80,20 +81,6 @@ def window_share(kernel_release: str) -> float:
 def roce_mtu(link_mtu: int) -> int:
     """The largest InfiniBand MTU whose RoCEv2 packet fits the link's MTU (rxe's rule)."""
     return next((m for m in ROCE_MTUS if m + RXE_MAX_HDR <= link_mtu), ROCE_MTUS[-1])
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How the loader reads: readers in parallel, samples of sample_bytes (whole files or
-    records) read in read_bytes requests; NFS rsize and the mount's read-ahead; round
-    trips per file besides its data (NFSv4 OPEN: 1; CLOSE is sent asynchronously)."""
-
-    readers: int
-    sample_bytes: int
-    read_bytes: int
-    rsize: int
-    ra_bytes: int
-    meta_rtts: int = 1
 
 
 @dataclass
@@ -164,10 +151,7 @@ def fibre_Bps(path: Path) -> float:
 def predict(path: Path, reading: Reading, demand_Bps: float, local: bool = False) -> Bounds:
     """Every bound of a worker reading over `path` (local: the data path reads on the GPU
     site, so only the demand bounds it)."""
-    from testbed.model.sim import Setting, read_rate_Bps
     if local:
         return Bounds(demand_Bps, math.inf, math.inf, math.inf, math.inf)
-    latency = read_rate_Bps(Setting(path.rtt_s, path.share_Bps, reading.readers,
-                                    reading.sample_bytes, reading.read_bytes, reading.rsize,
-                                    reading.ra_bytes, reading.meta_rtts))
+    latency = read_rate_Bps(Setting(path.rtt_s, path.share_Bps, reading))
     return Bounds(demand_Bps, fibre_Bps(path), window_Bps(path), loss_Bps(path), latency)
