@@ -29,8 +29,8 @@ import shutil
 from pathlib import Path
 
 from testbed.errors import ServiceError
-from testbed.network import measure
 from testbed.network.engine import Network
+from testbed.network.namespace import in_namespace
 from testbed.services import nfs
 from testbed.services.nfs import NfsServer
 from testbed.spec import NFS_RDMA_PORT
@@ -50,7 +50,7 @@ def _modprobe(module: str) -> None:
 
 def udp_port_bound(ns: str, port: int) -> bool:
     """Whether a UDP socket is bound to `port` in namespace `ns` (/proc/net/udp{,6})."""
-    with measure.in_namespace(ns):
+    with in_namespace(ns):
         text = Path("/proc/net/udp").read_text()
         try:
             text += Path("/proc/net/udp6").read_text()

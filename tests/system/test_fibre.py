@@ -28,7 +28,7 @@ import pytest
 
 from testbed import spec as spec_mod
 from testbed import topology
-from testbed.network import measure, tcp_policy
+from testbed.network import path_metrics, sockets, tcp_policy
 from testbed.network.engine import Network
 from testbed.network.namespace import NETNS_DIR, in_namespace
 from testbed.packets import probe as probe_mod
@@ -64,8 +64,8 @@ def test_rtt_follows_distance(make_net, distance_km, tol):
     assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + tol.one_way_ms, \
         rep.render()
     assert rep.reordered <= tol.reordered_max and rep.duplicates == 0, rep.render()
-    tcp = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
-                          count=10)  # a second, independent method agrees
+    tcp = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
+                               count=10)  # a second, independent method agrees
     assert configured - 0.05 <= tcp.median_ms <= configured + tol.tcp_median_ms, \
         tcp.samples_ms
 
@@ -75,9 +75,9 @@ def test_loss_within_binomial_interval(make_net):
     rep = probe(net, count=3000)
     lo, hi = rep.loss_ci(z=3.29)  # 99.9 %
     assert rep.socket_drops == 0 and lo <= 0.02 <= hi, rep.render()
-    sent, received = measure.udp_loss(net.namespace("srv"), net.namespace("w1"),
-                                      net.address("w1"), count=3000)  # the other direction
-    lo, hi = measure.binomial_ci(sent - received, sent)
+    sent, received = path_metrics.udp_loss(net.namespace("srv"), net.namespace("w1"),
+                                           net.address("w1"), count=3000)  # the other direction
+    lo, hi = path_metrics.binomial_ci(sent - received, sent)
     assert lo <= 0.02 <= hi, (sent, received)
 
 
@@ -93,7 +93,7 @@ def test_loss_seed_drops_the_same_datagrams_again(make_net):
 
     def lost(seed):
         net.set_fibre_spec("wan", spec.replace(loss_seed=seed))
-        return set(range(2000)) - measure.udp_received(
+        return set(range(2000)) - path_metrics.udp_received(
             net.namespace("srv"), net.namespace("w1"), net.address("w1"), count=2000)
 
     def common(a, b):
@@ -122,8 +122,8 @@ def test_jitter_reorders_and_spreads_rtt(make_net):
 
 def test_shaped_rate_at_30ms_without_queue_drops(make_net):
     net = make_net("apn", workers=1, distance_km=3000, rate="200mbit")
-    mbit = measure.tcp_goodput(net.namespace("srv"), net.namespace("w1"), net.address("w1"),
-                               seconds=8.0, warmup_s=2.0)
+    mbit = path_metrics.tcp_goodput(net.namespace("srv"), net.namespace("w1"),
+                                    net.address("w1"), seconds=8.0, warmup_s=2.0)
     fwd, _ = net.read_fibre("srv", "s1")
     assert 180.0 <= mbit <= 220.0, mbit
     assert fwd.netem_drops == 0 and fwd.htb_drops == 0, fwd
@@ -155,7 +155,8 @@ def test_live_reconfiguration_and_back_to_zero(make_net, tol):
         assert got.loss_pct == pytest.approx(0.5, abs=1e-6)
         assert got.rate_mbit == pytest.approx(150)
         assert got.jitter_ms == pytest.approx(0.2, abs=0.001)
-    rtt = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"), 10)
+    rtt = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
+                               10)
     assert rtt.min_ms >= new.rtt_ms - 0.5  # jitter +-0.2 ms each way
 
     net.set_fibre("srv", "s1", distance_km=0, loss_pct=0, jitter_ms=0, rate_mbit=100)
@@ -163,7 +164,8 @@ def test_live_reconfiguration_and_back_to_zero(make_net, tol):
     for got in (fwd, rev):
         assert (got.delay_ms, got.loss_pct, got.jitter_ms) == (0, 0, 0)
         assert got.rate_mbit == pytest.approx(100)
-    rtt = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"), 10)
+    rtt = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
+                               10)
     assert rtt.median_ms < tol.tcp_median_ms  # 2,000 km was 19.6 ms
 
 
@@ -231,10 +233,10 @@ def test_exception_inside_tears_down():
 
 def _tcp_rto_ms(net, client: str, server: str, port: int = 5301) -> float:
     """The RTO (ms) TCP gives a fresh connection from client to server (TCP_INFO)."""
-    lst = measure.ns_socket(net.namespace(server))
+    lst = sockets.ns_socket(net.namespace(server))
     lst.bind((net.address(server), port))
     lst.listen(1)
-    c = measure.ns_socket(net.namespace(client))
+    c = sockets.ns_socket(net.namespace(client))
     try:
         c.connect((net.address(server), port))
         peer, _ = lst.accept()
@@ -281,10 +283,10 @@ def _connection(net, sender: str, receiver: str,
                 port: int) -> Iterator[tuple[socket.socket, socket.socket]]:
     """A TCP connection from sender to receiver's address:port, Nagle off (each write a
     segment at once): (the sender's socket, the receiver's accepted one), all closed after."""
-    with closing(measure.ns_socket(net.namespace(receiver))) as lst:
+    with closing(sockets.ns_socket(net.namespace(receiver))) as lst:
         lst.bind((net.address(receiver), port))
         lst.listen(1)
-        with closing(measure.ns_socket(net.namespace(sender))) as c:
+        with closing(sockets.ns_socket(net.namespace(sender))) as c:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             c.connect((net.address(receiver), port))
             peer, _ = lst.accept()

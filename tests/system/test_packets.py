@@ -12,7 +12,7 @@ from testbed import topology, workload
 from testbed.experiment import run_file
 from testbed.network.engine import Network
 from testbed.packets import nfs_rpc
-from testbed.packets.capture import Capture
+from testbed.packets.sniffer import Capture
 from testbed.services.nfs import NfsMount, NfsServer
 from testbed.spec import MountSpec
 

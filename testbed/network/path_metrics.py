@@ -1,8 +1,5 @@
-"""Measurements between namespaces of a running Network, with plain sockets (no tools).
-
-Sockets are opened inside a namespace by entering it (setns) just for the socket() call: a
-socket stays in the namespace it was created in, so one process can measure between any
-two hosts with threads.
+"""What a path between two namespaces of a running Network delivers, measured with plain
+sockets (no tools; testbed.network.sockets opens them in the namespaces).
 
 tcp_rtt       TCP connect() times (SYN -> SYN/ACK = one RTT), in ms
 udp_loss      datagrams sent A->B vs received: the one-way loss of the path
@@ -15,42 +12,11 @@ from __future__ import annotations
 import math
 import socket
 import statistics
-import struct
 import threading
 import time
 from dataclasses import dataclass
 
-from testbed.network.namespace import in_namespace
-
-
-def ns_socket(name: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM,
-              proto: int = 0) -> socket.socket:
-    """A socket created in namespace `name` (it stays there; use it from any thread)."""
-    with in_namespace(name):
-        return socket.socket(family, kind, proto)
-
-
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
-
-
-def big_receive_buffer(sock: socket.socket, nbytes: int) -> None:
-    """A receive buffer of nbytes, past net.core.rmem_max when root (it is read-only in a
-    child namespace), else as large as the limit allows."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, nbytes)
-    except PermissionError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
-
-
-def kernel_time_ns(ancillary: list[tuple[int, int, bytes]]) -> int:
-    """The kernel's receive time of a datagram read with recvmsg() on a socket with
-    SO_TIMESTAMPNS set (CLOCK_REALTIME, ns); now if the kernel gave none."""
-    for level, kind, value in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            sec, nsec = struct.unpack("qq", value[:16])
-            return int(sec * 1_000_000_000 + nsec)
-    return time.time_ns()
+from testbed.network.sockets import ns_socket
 
 
 @dataclass(frozen=True)
