@@ -30,6 +30,7 @@ from testbed import launch
 from testbed.errors import ServiceError
 from testbed.launch import last_line as _last_line
 from testbed.launch import ns_shell
+from testbed.network import state as state_mod
 from testbed.network.engine import Network
 from testbed.network.namespace import in_namespace
 from testbed.spec import MountSpec, NfsServerSpec
@@ -270,6 +271,15 @@ def stop_nfsd(ns_path: str, run_dir: Path, seconds: float = 45.0) -> None:
     log.debug("stop nfsd: %s", proc.stderr.strip().replace("\n", "; "))
     if proc.returncode != 0:
         log.warning("stopping nfsd in %s: %s", ns_path, _last_line(proc))
+
+
+def stop_dead_nfsd(st: state_mod.RunState, seconds: float) -> None:
+    """Stop nfsd (threads to 0, exports flushed) in each namespace a dead run ran it in:
+    `testbed clean`'s step for the services layer (testbed.cleanup)."""
+    for ns in st.nfsd_namespaces:
+        node = ns.split("-", 1)[1]
+        run_dir = Path(state_mod.STATE_DIR) / st.prefix / f"nfsd-{node}"
+        stop_nfsd(f"/run/netns/{ns}", run_dir, seconds)
 
 
 UDEV_CONTROL = Path("/run/udev/control")
