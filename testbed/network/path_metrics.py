@@ -117,6 +117,38 @@ def binomial_ci(losses: int, n: int, z: float = 3.29) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def _receive_mbit(server: socket.socket, warmup_s: float) -> float:
+    """Accept one connection on `server` and read it to its end; the Mbit/s received
+    after the first warmup_s (the whole connection if it ended sooner)."""
+    conn, _ = server.accept()
+    view = memoryview(bytearray(1 << 20))
+    total = 0
+    start = time.perf_counter()
+    mark_t, mark_b = None, 0
+    while True:
+        n = conn.recv_into(view)
+        if not n:
+            break
+        total += n
+        now = time.perf_counter()
+        if mark_t is None and now - start >= warmup_s:
+            mark_t, mark_b = now, total
+    end = time.perf_counter()
+    conn.close()
+    if mark_t is None:
+        mark_t, mark_b = start, 0
+    return (total - mark_b) * 8 / 1e6 / max(end - mark_t, 1e-9)
+
+
+def _send_for(sock: socket.socket, dst: tuple[str, int], seconds: float) -> None:
+    """Connect `sock` to dst and send zeros in 1 MiB writes for `seconds`."""
+    sock.connect(dst)
+    chunk = b"\0" * (1 << 20)
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        sock.sendall(chunk)
+
+
 def tcp_goodput(src_ns: str, dst_ns: str, dst_ip: str, seconds: float = 5.0,
                 port: int = 5203, warmup_s: float = 1.0) -> float:
     """One TCP flow src->dst for `seconds` after `warmup_s`; returns Mbit/s received."""
@@ -127,35 +159,13 @@ def tcp_goodput(src_ns: str, dst_ns: str, dst_ip: str, seconds: float = 5.0,
     result: dict[str, float] = {}
 
     def sink() -> None:
-        conn, _ = server.accept()
-        buf = bytearray(1 << 20)
-        view = memoryview(buf)
-        total = 0
-        start = time.perf_counter()
-        mark_t, mark_b = None, 0
-        while True:
-            n = conn.recv_into(view)
-            if not n:
-                break
-            total += n
-            now = time.perf_counter()
-            if mark_t is None and now - start >= warmup_s:
-                mark_t, mark_b = now, total
-        end = time.perf_counter()
-        conn.close()
-        if mark_t is None:
-            mark_t, mark_b = start, 0
-        result["mbit"] = (total - mark_b) * 8 / 1e6 / max(end - mark_t, 1e-9)
+        result["mbit"] = _receive_mbit(server, warmup_s)
 
     t = threading.Thread(target=sink, daemon=True)
     t.start()
     c = ns_socket(src_ns)
     try:
-        c.connect((dst_ip, port))
-        chunk = b"\0" * (1 << 20)
-        deadline = time.perf_counter() + warmup_s + seconds
-        while time.perf_counter() < deadline:
-            c.sendall(chunk)
+        _send_for(c, (dst_ip, port), warmup_s + seconds)
     finally:
         c.close()
         t.join(timeout=60)
