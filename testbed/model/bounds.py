@@ -31,7 +31,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from testbed.model import tcp
+import testbed.model.tcp as tcp
 from testbed.model.sim import Reading, Setting, read_rate_Bps
 
 PAGE = 4096
