@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from testbed import topology  # noqa: E402
-from testbed.network import measure  # noqa: E402
+from testbed.network import path_metrics  # noqa: E402
 from testbed.network.engine import Network  # noqa: E402
 
 
@@ -63,7 +63,7 @@ def raw_veth_goodput(seconds: float) -> float:
                 ipr.addr("add", index=idx, address=ip, prefixlen=24)
                 ipr.link("set", index=idx, state="up")
                 ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        return measure.tcp_goodput(a, b, "10.9.0.2", seconds=seconds)
+        return path_metrics.tcp_goodput(a, b, "10.9.0.2", seconds=seconds)
     finally:
         for n in (a, b):
             netns.remove(n)
@@ -72,8 +72,8 @@ def raw_veth_goodput(seconds: float) -> float:
 def fibre_goodput(seconds: float) -> float:
     topo = topology.build("apn", {"workers": 1, "distance_km": 0, "rate": "100gbit"})
     with Network(topo) as net:
-        return measure.tcp_goodput(net.namespace("srv"), net.namespace("w1"),
-                                   net.address("w1"), seconds=seconds)
+        return path_metrics.tcp_goodput(net.namespace("srv"), net.namespace("w1"),
+                                        net.address("w1"), seconds=seconds)
 
 
 def main() -> int:

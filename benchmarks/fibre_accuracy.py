@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed import topology  # noqa: E402
-from testbed.network import measure  # noqa: E402
+from testbed.network import path_metrics  # noqa: E402
 from testbed.network.engine import Network  # noqa: E402
 
 with Network(topology.build("apn", {"workers": 1, "distance_km": 0, "rate": "200mbit"})) as net:
@@ -17,17 +17,17 @@ with Network(topology.build("apn", {"workers": 1, "distance_km": 0, "rate": "200
     print("distance_km  configured_rtt_ms  median_ms  min_ms  p99_ms  error_ms")
     for km in (0, 60, 1000, 3000):
         spec = net.set_fibre("srv", "s1", distance_km=km)
-        r = measure.tcp_rtt(w1, srv, net.address("srv"), count=30)
+        r = path_metrics.tcp_rtt(w1, srv, net.address("srv"), count=30)
         print(f"{km:>11}  {spec.rtt_ms:>17.3f}  {r.median_ms:>9.3f}  {r.min_ms:>6.3f}  "
               f"{r.p99_ms:>6.3f}  {r.median_ms - spec.rtt_ms:>+8.3f}")
     for loss in (0.1, 1.0):
         net.set_fibre("srv", "s1", distance_km=100, loss_pct=loss)
-        sent, got = measure.udp_loss(srv, w1, net.address("w1"), count=5000)
-        lo, hi = measure.binomial_ci(sent - got, sent)
+        sent, got = path_metrics.udp_loss(srv, w1, net.address("w1"), count=5000)
+        lo, hi = path_metrics.binomial_ci(sent - got, sent)
         print(f"loss configured {loss}%: measured {100 * (sent - got) / sent:.3f}% "
               f"(99.9% CI {100 * lo:.3f}-{100 * hi:.3f}%)")
     net.set_fibre("srv", "s1", distance_km=3000, loss_pct=0)
-    mbit = measure.tcp_goodput(srv, w1, net.address("w1"), seconds=8, warmup_s=2)
+    mbit = path_metrics.tcp_goodput(srv, w1, net.address("w1"), seconds=8, warmup_s=2)
     fwd, _ = net.read_fibre("srv", "s1")
     print(f"rate 200 Mbit/s at 29.4 ms RTT: one TCP flow {mbit:.1f} Mbit/s "
           f"({100 * (mbit / 200 - 1):+.1f}%), netem drops {fwd.netem_drops}, htb drops {fwd.htb_drops}")

@@ -39,7 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed import tcp_model, topology  # noqa: E402
+from testbed import topology  # noqa: E402
+from testbed.model import tcp as tcp_model  # noqa: E402
 from testbed.network import iperf  # noqa: E402
 from testbed.network.engine import Network  # noqa: E402
 
@@ -63,7 +64,7 @@ def cpu_times() -> tuple[float, float]:
 
 def tcp_counters(net: Network, node: str) -> dict[str, int]:
     """TCP's loss-probe and timeout counters in node's namespace (nstat, no history)."""
-    out = net.run(node, ["nstat", "-asz", *NSTAT]).stdout
+    out = net.procs.run(node, ["nstat", "-asz", *NSTAT]).stdout
     counts = {key: 0 for key in NSTAT}
     for line in out.splitlines():
         cols = line.split()
@@ -92,7 +93,7 @@ def main() -> int:
     topo = topology.build("apn", {"workers": 1, "distance_km": max(args.distances),
                                   "rate": RATE, "loss_pct": max(args.losses)})
     with Network(topo) as net:  # buffers sized for the longest span: built there
-        cc = net.read_sysctl("srv", "net.ipv4.tcp_congestion_control")
+        cc = net.tcp.read_sysctl("srv", "net.ipv4.tcp_congestion_control")
         mtu = net.fibre_links()[("srv", "s1")].mtu
         print(f"loss fidelity: one TCP flow srv -> w1 (iperf3), apn, rate {RATE}, MTU {mtu} "
               f"(MSS {tcp_model.mss_bytes(mtu)}), cc {cc}, loss on both directions")

@@ -57,7 +57,7 @@ def apply(net: Network, setting: str, sender: str) -> None:
     for host in net.hosts:
         wanted = TSO_GSO_OFF if setting.startswith("TSO") and host == sender else TSO_GSO_ON
         offload.set_features(net.namespace(host), host_ifname(net, host), wanted)
-        net.sysctl(host, "net/ipv4/route/flush", "1")
+        net.tcp.sysctl(host, "net/ipv4/route/flush", "1")
 
 
 def part1(seconds: float) -> None:

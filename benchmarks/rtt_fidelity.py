@@ -51,7 +51,7 @@ def verdict(rtt_ms: float, mean_ms: float, p99_ms: float) -> str:
 
 
 def ping(net: Network, count: int) -> list[float]:
-    out = net.run("w1", ["ping", "-n", "-c", str(count), "-i", "0.001",
+    out = net.procs.run("w1", ["ping", "-n", "-c", str(count), "-i", "0.001",
                          net.address("srv")], timeout=count * 0.01 + 60).stdout
     return [float(x) for x in re.findall(r"time=([\d.]+)", out)]
 

@@ -1,11 +1,25 @@
-"""`testbed clean`: the network layer's cleanup plus the hooks of the services layer
-(stopping nfsd in a dead run's namespaces), composed here so imports point one way."""
+"""`testbed clean`: the ordered steps that undo a crashed run, from the network layer and
+the services layer, put together here so that imports point one way (services never
+register anything with the network layer)."""
 
-from testbed.network.cleanup import CleanReport, clean
+from testbed.network import cleanup as net_cleanup
+from testbed.network.cleanup import DEADLINE_S, CleanReport, Step
+from testbed.services.nfs import stop_dead_nfsd
 
-try:  # the services layer registers its hooks on import
-    import testbed.services  # noqa: F401
-except ImportError:  # pragma: no cover - services not present
-    pass
+__all__ = ["CleanReport", "STEPS", "clean"]
 
-__all__ = ["CleanReport", "clean"]
+# In this order, for each dead run (testbed.network.cleanup says what each step does):
+STEPS: tuple[Step, ...] = (
+    net_cleanup.unmount_nfs,             # while the run's nfsd still answers
+    net_cleanup.kill_procs,              # mountd, cachefilesd, loaders ...
+    net_cleanup.unmount_other,           # FS-Cache's filesystem, now no daemon holds it
+    net_cleanup.external(stop_dead_nfsd),  # nfsd threads to 0, exports flushed
+    net_cleanup.remove_namespaces,       # every link, bridge and qdisc with them
+    net_cleanup.remove_dirs,             # scratch folders, then the run folder
+)
+
+
+def clean(deadline_s: float = DEADLINE_S) -> CleanReport:
+    """Remove leftovers of every dead run (never a live run's); return what was removed
+    and what was not."""
+    return net_cleanup.clean(STEPS, deadline_s)

@@ -38,7 +38,7 @@ topos = {"apn": ApnTopo}
 
 
 def _fibre_link(*args, **kwargs):  # resolved lazily: only `mn` needs mininet.link
-    from testbed.mininet_link import FibreLink
+    from testbed.network.mininet_link import FibreLink
     return FibreLink(*args, **kwargs)
 
 

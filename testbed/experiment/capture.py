@@ -16,7 +16,7 @@ from testbed import topology
 from testbed.experiment.parse import CaptureOption
 from testbed.network.engine import Network
 from testbed.packets import nfs_rpc
-from testbed.packets.capture import Capture
+from testbed.packets.sniffer import Capture
 
 COLUMNS = ("reads_in_flight_mean", "read_bytes_in_flight_mean", "bdp_bytes",
            "in_flight_of_bdp", "read_size_median", "read_latency_median_ms",

@@ -208,8 +208,8 @@ def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb
     spans = [n for n, _ in topology.path_fibres(site.topo, worker)]
     drops = sum(ctx.counters[n][0] for n in spans)
     sent = ctx.counters[spans[0]][1] if spans else 0
-    rmem = int(site.net.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
-    b = explain_mod.bounds(site.topo, point, worker, ra_kb, rmem, site.net.congestion)
+    rmem = int(site.net.tcp.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
+    b = explain_mod.bounds(site.topo, point, worker, ra_kb, rmem, site.net.tcp.congestion)
     return explain_mod.explain(b, row, drops, sent / int(point.value("mtu")),
                                row["path_loss_pct"] / 100.0,
                                sent / max(ctx.seconds, 1e-9) / 1e6 * point.time_scale, rmem)

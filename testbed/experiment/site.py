@@ -104,15 +104,15 @@ class Site:
         reseeded for this repetition), the hosts' route timers at the point's time scale
         and ACK policy, their loss probes, and their congestion control (the point's mounts are fresh: their
         connections start with it)."""
-        self.net.buffer_override = point.tcp_buffer_bytes
+        self.net.tcp.buffer_override = point.tcp_buffer_bytes
         for name, spec in point.fibres:
             self.net.set_fibre_spec(name, spec.replace(loss_seed=loss_seed(point, rep, name)),
                                     restate=True)
-        self.net.set_tcp_buffers(point.tcp_buffer_bytes)
-        self.net.set_time_scale(point.time_scale)
-        self.net.set_delayed_ack(point.delayed_ack)
-        self.net.set_loss_probe(point.loss_probe)
-        self.net.set_congestion(point.congestion)
+        self.net.tcp.set_buffers(point.tcp_buffer_bytes)
+        self.net.tcp.set_time_scale(point.time_scale)
+        self.net.tcp.set_delayed_ack(point.delayed_ack)
+        self.net.tcp.set_loss_probe(point.loss_probe)
+        self.net.tcp.set_congestion(point.congestion)
         if point.mount.transport == "rdma":
             self._enable_rdma()
 

@@ -13,7 +13,7 @@ Per worker, every bound is a read rate (bytes/s):
            own window instead: 128 unacknowledged packets per queue pair
            (RXE_MAX_UNACKED_PSNS) x the RoCE path MTU (1 KiB on a 1,500-byte link, 4 KiB
            at 9,000) per RTT
-  loss     the TCP response to random loss per connection (testbed.tcp_model: Mathis for
+  loss     the TCP response to random loss per connection (testbed.model.tcp: Mathis for
            reno, RFC 8312's response function for cubic), times nconnect
   latency  per-file and per-request round trips times the loader's depth: an event
            simulation (model.sim) of `readers` readers, each opening a file (one round
@@ -31,7 +31,8 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from testbed import tcp_model
+import testbed.model.tcp as tcp
+from testbed.model.sim import Reading, Setting, read_rate_Bps
 
 PAGE = 4096
 ETH_HEADER = 14
@@ -63,7 +64,7 @@ class Path:
         """Payload per packet: TCP's (timestamps on), or the RoCE path MTU over RDMA."""
         if self.transport == "rdma":
             return roce_mtu(self.mtu)
-        return tcp_model.mss_bytes(self.mtu)
+        return tcp.mss_bytes(self.mtu)
 
 
 def window_share(kernel_release: str) -> float:
@@ -80,20 +81,6 @@ def window_share(kernel_release: str) -> float:
 def roce_mtu(link_mtu: int) -> int:
     """The largest InfiniBand MTU whose RoCEv2 packet fits the link's MTU (rxe's rule)."""
     return next((m for m in ROCE_MTUS if m + RXE_MAX_HDR <= link_mtu), ROCE_MTUS[-1])
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How the loader reads: readers in parallel, samples of sample_bytes (whole files or
-    records) read in read_bytes requests; NFS rsize and the mount's read-ahead; round
-    trips per file besides its data (NFSv4 OPEN: 1; CLOSE is sent asynchronously)."""
-
-    readers: int
-    sample_bytes: int
-    read_bytes: int
-    rsize: int
-    ra_bytes: int
-    meta_rtts: int = 1
 
 
 @dataclass
@@ -134,13 +121,13 @@ class Bounds:
 
 
 def loss_Bps(path: Path) -> float:
-    """The loss bound of the path's connections: tcp_model's response function of the
+    """The loss bound of the path's connections: the response function (model.tcp) of the
     path's congestion control (Mathis for reno; RFC 8312's for cubic, its curve on the
     dilated clock), x nconnect. Not modelled for soft-RoCE (go-back-N after a timeout): no bound."""
     if path.loss <= 0 or path.rtt_s <= 0 or path.transport == "rdma":
         return math.inf
-    cc = path.cc if path.cc in tcp_model.MODELS else "reno"
-    one = tcp_model.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0,
+    cc = path.cc if path.cc in tcp.MODELS else "reno"
+    one = tcp.predict(cc, path.mtu, path.rtt_s * 1000.0, path.loss * 100.0,
                             path.clock_scale)
     return one.MB_s * 1e6 * path.connections
 
@@ -164,10 +151,7 @@ def fibre_Bps(path: Path) -> float:
 def predict(path: Path, reading: Reading, demand_Bps: float, local: bool = False) -> Bounds:
     """Every bound of a worker reading over `path` (local: the data path reads on the GPU
     site, so only the demand bounds it)."""
-    from testbed.model.sim import Setting, read_rate_Bps
     if local:
         return Bounds(demand_Bps, math.inf, math.inf, math.inf, math.inf)
-    latency = read_rate_Bps(Setting(path.rtt_s, path.share_Bps, reading.readers,
-                                    reading.sample_bytes, reading.read_bytes, reading.rsize,
-                                    reading.ra_bytes, reading.meta_rtts))
+    latency = read_rate_Bps(Setting(path.rtt_s, path.share_Bps, reading))
     return Bounds(demand_Bps, fibre_Bps(path), window_Bps(path), loss_Bps(path), latency)

@@ -61,11 +61,11 @@ class _Reader:
 
 
 @dataclass(frozen=True)
-class Setting:
-    """What the simulation needs: the path and how the loader reads."""
+class Reading:
+    """How the loader reads: readers in parallel, samples of sample_bytes (whole files or
+    records) read in read_bytes requests; NFS rsize and the mount's read-ahead; round
+    trips per file besides its data (NFSv4 OPEN: 1; CLOSE is sent asynchronously)."""
 
-    rtt_s: float
-    rate_Bps: float
     readers: int
     sample_bytes: int
     read_bytes: int
@@ -74,23 +74,32 @@ class Setting:
     meta_rtts: int = 1
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What the simulation needs: the path (round trip, rate) and how the loader reads."""
+
+    rtt_s: float
+    rate_Bps: float
+    reading: Reading
+
+
 class Simulation:
     """Readers sharing one link (see the module docstring)."""
 
     def __init__(self, s: Setting, fast: bool = True) -> None:
-        self.s, self.fast = s, fast
+        self.s, self.r, self.fast = s, s.reading, fast
         self.link = _Link(s.rtt_s / 2, s.rate_Bps)
-        pages = max(1, math.ceil(s.sample_bytes / PAGE))
-        self.readers = [_Reader(pages, max(1, s.read_bytes // PAGE), self._ra())
-                        for _ in range(s.readers)]
+        pages = max(1, math.ceil(self.r.sample_bytes / PAGE))
+        self.readers = [_Reader(pages, max(1, self.r.read_bytes // PAGE), self._ra())
+                        for _ in range(self.r.readers)]
         for r in self.readers:
             self._open(r)
 
     def _ra(self) -> ReadAhead:
-        return ReadAhead(ra_pages=self.s.ra_bytes // PAGE, io_pages=max(1, self.s.rsize // PAGE))
+        return ReadAhead(ra_pages=self.r.ra_bytes // PAGE, io_pages=max(1, self.r.rsize // PAGE))
 
     def _open(self, r: _Reader) -> None:
-        r.t += self.s.meta_rtts * self.s.rtt_s
+        r.t += self.r.meta_rtts * self.s.rtt_s
         r.pos = r.read_end = 0
         r.marker = -1
         r.ready = [math.inf] * r.pages
@@ -105,7 +114,7 @@ class Simulation:
         end = min(start + size, r.pages)
         if r.prefix and start <= r.requested:  # read-ahead's usual case: O(1) per READ
             new_mark = 0 <= mark < r.pages and r.requested <= mark < end
-            chunk = max(1, self.s.rsize // PAGE)
+            chunk = max(1, self.r.rsize // PAGE)
             for p in range(r.requested, end, chunk):
                 q = min(p + chunk, end)
                 r.ready[p:q] = [self.link.reply(r.t, (q - p) * PAGE)] * (q - p)
@@ -119,7 +128,7 @@ class Simulation:
     def _issue_pages(self, r: _Reader, start: int, end: int, mark: int) -> None:
         """_issue page by page: any pattern of requested pages."""
         todo = [p for p in range(start, end) if r.ready[p] == math.inf]
-        chunk = max(1, self.s.rsize // PAGE)
+        chunk = max(1, self.r.rsize // PAGE)
         i = 0
         while i < len(todo):
             run = [todo[i]]
@@ -178,8 +187,8 @@ class Simulation:
         n = sum(1 for r in self.readers for t in r.done if t_a < t <= t_b)
         if t_b <= t_a or n == 0:
             total = sum(len(r.done) for r in self.readers)
-            return total * self.s.sample_bytes / max(r.done[-1] for r in self.readers)
-        return n * self.s.sample_bytes / (t_b - t_a)
+            return total * self.r.sample_bytes / max(r.done[-1] for r in self.readers)
+        return n * self.r.sample_bytes / (t_b - t_a)
 
 
 def read_rate_Bps(s: Setting, fast: bool = True) -> float:

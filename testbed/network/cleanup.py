@@ -1,17 +1,22 @@
 """Undo crashed runs: only what the run registry says is ours, and what carries our prefix.
 
 A run whose owner process is still alive is never touched, so `testbed clean` is safe at
-any time. For each dead run, in this order, each step bounded in time:
+any time. clean(steps) undoes each dead run by running the steps it is given, in the
+order given, then removing the run's registry file. The network layer's steps are here:
 
-  1. NFS mounts: forced, then lazy, unmount while the run's nfsd still answers (a lookup
-     on a mount whose server is gone can wait forever); mounts are those the registry
-     recorded and any NFS mount under the run's folder
-  2. processes: SIGKILL to the process groups we started, by recorded PID, only if the
-     PID's start time still matches (a recycled PID is left alone)
-  3. other mounts (the FS-Cache filesystem), now that no daemon holds them
-  4. the services' hooks (stopping nfsd in the run's namespaces)
-  5. namespaces (with every link, bridge and qdisc in them), then folders, then the
-     registry file
+  unmount_nfs        NFS mounts: forced, then lazy, unmount while the run's nfsd still
+                     answers (a lookup on a mount whose server is gone can wait forever);
+                     mounts are those the registry recorded and any NFS mount under the
+                     run's folder
+  kill_procs         SIGKILL to the process groups we started, by recorded PID, only if
+                     the PID's start time still matches (a recycled PID is left alone)
+  unmount_other      other mounts (the FS-Cache filesystem), once no daemon holds them
+  remove_namespaces  namespaces, with every link, bridge and qdisc in them
+  remove_dirs        the run's scratch folders and its run folder
+
+A higher layer's step (stopping nfsd in the run's namespaces) takes the run's state and
+the seconds it may use; external() makes it a step whose failure is reported, not
+raised. testbed.cleanup puts the list together.
 
 Every external step runs under a timeout and the whole clean under DEADLINE_S: something
 that cannot be removed is reported, never waited on.
@@ -26,7 +31,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from testbed import launch
 from testbed.errors import TestbedError
@@ -39,9 +44,7 @@ DEADLINE_S = 25.0
 UMOUNT_S = 4.0
 NFS_TYPES = ("nfs", "nfs4")
 
-# Extra steps that higher layers register (e.g. stopping nfsd in a namespace): each gets
-# the dead run's state and the seconds it may take.
-HOOKS: list[Callable[[state_mod.RunState, float], None]] = []
+HOOK_S = 15.0  # the most a higher layer's step may take
 
 
 @dataclass
@@ -122,6 +125,10 @@ class _Budget:
         return max(0.5, min(cap, self.end - time.monotonic()))
 
 
+# One step of undoing a dead run: its state, what clean reports, the time left.
+Step = Callable[[state_mod.RunState, CleanReport, _Budget], None]
+
+
 def _unmount_all(mounts: list[str], report: CleanReport, budget: _Budget) -> None:
     for path in mounts:
         if not _mounted(path):
@@ -144,7 +151,46 @@ def _run_mounts(st: state_mod.RunState) -> tuple[list[str], list[str]]:
             [p for p in ordered if found[p] not in NFS_TYPES])
 
 
-def _remove_dirs(st: state_mod.RunState, report: CleanReport) -> None:
+def unmount_nfs(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+    """Unmount the run's NFS mounts, deepest first (before its nfsd is stopped)."""
+    _unmount_all(_run_mounts(st)[0], report, budget)
+
+
+def kill_procs(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+    """SIGKILL the process groups the run started that still run."""
+    report.killed += [rec.pid for rec in st.procs if _kill(rec)]
+
+
+def unmount_other(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+    """Unmount the run's other mounts (the FS-Cache filesystem), deepest first."""
+    _unmount_all(_run_mounts(st)[1], report, budget)
+
+
+def remove_namespaces(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+    """Delete the run's namespaces in reverse order of creation."""
+    for name in reversed(st.namespaces):
+        try:
+            if remove_namespace(name):
+                report.namespaces.append(name)
+        except TestbedError as exc:
+            report.problems.append(str(exc))
+
+
+def external(fn: Callable[[state_mod.RunState, float], None]) -> Step:
+    """A higher layer's step (it gets the run's state and at most HOOK_S seconds) as a
+    clean step: what it raises is reported as a problem and the cleanup goes on."""
+    def step(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+        try:
+            fn(st, budget.left(HOOK_S))
+        except Exception as exc:  # a higher layer must not stop the rest of the cleanup
+            report.problems.append(f"{st.prefix}: {fn.__name__}: {exc}")
+    step.__name__ = fn.__name__
+    return step
+
+
+def remove_dirs(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+    """Remove the run's scratch folders (never one with a mount inside), its emptied
+    mount points and its run folder."""
     for path in st.dirs:  # folders, and a few files
         if mounts_under(Path(path)):
             report.problems.append(f"{path}: a mount is still inside; left")
@@ -166,30 +212,24 @@ def _remove_dirs(st: state_mod.RunState, report: CleanReport) -> None:
         pass
 
 
-def clean_run(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
-    """Undo one dead run (see the module docstring for the order)."""
-    nfs, other = _run_mounts(st)
-    _unmount_all(nfs, report, budget)
-    report.killed += [rec.pid for rec in st.procs if _kill(rec)]
-    _unmount_all(other, report, budget)
-    for hook in HOOKS:
-        try:
-            hook(st, budget.left(15.0))
-        except Exception as exc:  # a hook must not stop the rest of the cleanup
-            report.problems.append(f"{st.prefix}: {hook.__name__}: {exc}")
-    for name in reversed(st.namespaces):
-        try:
-            if remove_namespace(name):
-                report.namespaces.append(name)
-        except TestbedError as exc:
-            report.problems.append(str(exc))
-    _remove_dirs(st, report)
+NETWORK_STEPS: tuple[Step, ...] = (unmount_nfs, kill_procs, unmount_other,
+                                    remove_namespaces, remove_dirs)
+
+
+def clean_run(st: state_mod.RunState, report: CleanReport, budget: _Budget,
+              steps: Sequence[Step] = NETWORK_STEPS) -> None:
+    """Undo one dead run: each step in order, then forget the run (its registry file)."""
+    for step in steps:
+        step(st, report, budget)
     st.discard()
     report.runs.append(st.prefix + (f" (was at: {st.phase})" if st.phase else ""))
 
 
-def clean(deadline_s: float = DEADLINE_S) -> CleanReport:
-    """Remove leftovers of every dead run; return what was removed and what was not."""
+def clean(steps: Sequence[Step] = NETWORK_STEPS,
+          deadline_s: float = DEADLINE_S) -> CleanReport:
+    """Undo every dead run with `steps` (the network layer's own by default), then remove
+    namespaces with our naming that no registry knows; return what was removed and what
+    was not."""
     report = CleanReport()
     budget = _Budget(deadline_s)
     live: set[str] = set()
@@ -198,7 +238,7 @@ def clean(deadline_s: float = DEADLINE_S) -> CleanReport:
             report.skipped_live.append(st.prefix)
             live.add(st.prefix)
             continue
-        clean_run(st, report, budget)
+        clean_run(st, report, budget, steps)
     # Namespaces with our naming but no registry (e.g. /run/apn-testbed was lost).
     if NETNS_DIR.is_dir():
         for entry in sorted(os.listdir(NETNS_DIR)):

@@ -9,8 +9,12 @@ run registry (testbed.network.state) and pushed on an ExitStack:
                              namespaces (nothing of ours ever sits in the host namespace)
     addresses                one per host, in 10.0.0.0/16 (a single layer-2 domain)
     tc on fibre ends         htb rate + netem delay/jitter/loss/limit (testbed.network.tc)
-    per-host sysctls         TCP buffers >= 2 x BDP of the longest fibre, congestion control,
-                             no cached TCP metrics between connections
+    per-host TCP policy      TCP buffers >= 2 x BDP of the longest fibre, congestion control,
+                             no cached TCP metrics between connections (net.tcp, a
+                             testbed.network.tcp_policy.TcpPolicy)
+
+Processes in the namespaces are started and stopped through net.procs
+(testbed.network.procs.Processes), which records them and stops them at teardown.
 
 On exit (also after an exception or Ctrl-C) the stack unwinds in reverse: callbacks pushed
 later by services run first, then the namespaces are deleted, which destroys every link,
@@ -22,87 +26,37 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
-import subprocess
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from mininet.topo import Topo
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from testbed import launch
-from testbed.errors import KernelError, ServiceError, SpecError
+from testbed.errors import KernelError, SpecError
 from testbed.network import offload
 from testbed.network import state as state_mod
 from testbed.network import tc
-from testbed.network.namespace import (NETNS_DIR, create_namespace, in_namespace,
-                                       namespace_name, ns_iproute, remove_namespace)
+from testbed.network.namespace import (NETNS_DIR, create_namespace, namespace_name,
+                                       ns_iproute, remove_namespace)
+from testbed.network.procs import Processes
+from testbed.network.tcp_policy import DEFAULT_CONGESTION, TcpPolicy
 from testbed.spec import FibreSpec
 from testbed.topology import interface_name
 
-__all__ = ["Network", "NETNS_DIR", "namespace_name", "create_namespace", "ns_iproute"]
+__all__ = ["Network"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONGESTION = "cubic"
-MAIN_TABLE = 254
-RTO_MIN_MS = 200  # Linux's TCP_RTO_MIN
-TLP_ON, TLP_OFF = "3", "0"  # net.ipv4.tcp_early_retrans: Linux's default; no loss probes
-RTAX_RTO_MIN = 13  # its route metric; TCP honours it only when locked (as `ip route ...
-LOCK_RTO_MIN = 1 << RTAX_RTO_MIN  # rto_min X` does): RTAX_LOCK carries this bit
-RTAX_QUICKACK = 15  # `ip route ... quickack 1`: the receiver ACKs every segment at once
-
-
-def _restate_route(ipr: IPRoute, route: Any, rto_min_ms: int | None,
-                   quickack: bool = False) -> None:
-    """Replace a route with itself, its rto_min metric set and locked (or dropped when
-    None; unlocked, the kernel keeps the metric but TCP ignores it: tcp_rto_min()) and
-    its quickack metric set when asked (no delayed ACKs on connections over it)."""
-    dst = route.get_attr("RTA_DST")
-    kwargs: dict[str, Any] = {"dst": f"{dst}/{route['dst_len']}" if dst else "0.0.0.0/0",
-                              "oif": route.get_attr("RTA_OIF"), "table": MAIN_TABLE,
-                              "scope": route["scope"], "proto": route["proto"]}
-    if route.get_attr("RTA_PREFSRC"):
-        kwargs["prefsrc"] = route.get_attr("RTA_PREFSRC")
-    metrics: dict[str, int] = {}
-    if rto_min_ms is not None:
-        metrics |= {"RTAX_LOCK": LOCK_RTO_MIN, "RTAX_RTO_MIN": rto_min_ms}
-    if quickack:
-        metrics["RTAX_QUICKACK"] = 1
-    if metrics:
-        kwargs["metrics"] = metrics
-    try:
-        ipr.route("replace", **kwargs)
-    except NetlinkError as exc:
-        raise KernelError(f"route {kwargs['dst']}: cannot set its TCP timers: {exc}") from None
-
-
-def _route_metrics(ipr: IPRoute) -> list[Any]:
-    """The RTA_METRICS of every main-table IPv4 route (None where a route has none)."""
-    return [route.get_attr("RTA_METRICS")
-            for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE)]
-
-
-def route_rto_min_ms(ipr: IPRoute) -> list[int | None]:
-    """rto_min of every main-table IPv4 route as TCP will use it, read back (None: the
-    kernel default, also when the metric is set but not locked)."""
-    out = []
-    for metrics in _route_metrics(ipr):
-        locked = metrics is not None and (metrics.get_attr("RTAX_LOCK") or 0) & LOCK_RTO_MIN
-        out.append(metrics.get_attr("RTAX_RTO_MIN") if locked else None)
-    return out
-
-
-def route_quickack(ipr: IPRoute) -> list[bool]:
-    """Whether each main-table IPv4 route carries quickack (no delayed ACKs), read back."""
-    return [bool(m is not None and m.get_attr("RTAX_QUICKACK")) for m in _route_metrics(ipr)]
-
 
 class Network:
-    """A running topology. Use as `with Network(topo) as net: ...`."""
+    """A running topology. Use as `with Network(topo) as net: ...`.
+
+    It builds and holds the namespaces, bridges, veths, addresses and fibres, their
+    teardown (an ExitStack) and the run's folders; `net.tcp` sets the hosts' TCP policy
+    and `net.procs` runs processes in the namespaces."""
 
     def __init__(self, topo: Topo, *, prefix: str | None = None,
                  congestion: str = DEFAULT_CONGESTION) -> None:
@@ -110,18 +64,14 @@ class Network:
         self.prefix = prefix or state_mod.new_prefix()
         if not state_mod.PREFIX_RE.match(self.prefix):
             raise SpecError(f"run prefix {self.prefix!r}: expected 'tb' and 4 hex digits")
-        self.congestion = congestion
         self.state = state_mod.RunState(self.prefix)
         self._stack = ExitStack()
         self._iprs: dict[str, IPRoute] = {}
         self._fibres: dict[tuple[str, str], FibreSpec] = {}
         self._ends: dict[tuple[str, str], tuple[str, str]] = {}
         self._names: dict[str, tuple[str, str]] = {}
-        self.buffer_bytes = 0  # the TCP buffer maximum written to every host
-        self.buffer_override: int | None = None  # a fixed maximum instead of 2 x BDP
-        self.time_scale = 1.0  # the dilation the hosts' route timers are set for
-        self.delayed_ack = True  # False: every host's routes carry quickack
-        self.loss_probe = True  # False: no host sends tail loss probes
+        self.tcp = TcpPolicy(self, congestion)
+        self.procs = Processes(self, self.state, self._stack.callback)
         self.started = False
         self._owner_pid = os.getpid()
 
@@ -147,6 +97,12 @@ class Network:
     def hosts(self) -> list[str]:
         """The topology's hosts (storage and workers), sorted."""
         return list(self.topo.hosts(sort=True))
+
+    def ipr(self, node: str) -> IPRoute:
+        """The netlink socket of node's namespace (open for the network's lifetime)."""
+        if node not in self._iprs:
+            raise SpecError(f"unknown node {node!r}")
+        return self._iprs[node]
 
     # --- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> Network:
@@ -248,7 +204,7 @@ class Network:
                     (info["node1"], info["node2"])
         for host in self.topo.hosts(sort=True):
             self._configure_host(host)
-        self._size_buffers()
+        self.tcp.size_buffers()
         offload.follow(self, ports=True)  # MTU-sized frames at netem if lossy/jittery
 
     def _create_namespace(self, node: str) -> None:
@@ -307,24 +263,7 @@ class Network:
         if ip and intfs:
             addr, _, plen = str(ip).partition("/")
             ipr.addr("add", index=intfs[0]["index"], address=addr, prefixlen=int(plen or 8))
-        self.sysctl(host, "net/ipv4/tcp_congestion_control", self.congestion)
-        self.sysctl(host, "net/ipv4/tcp_no_metrics_save", "1")
-
-    def _size_buffers(self) -> None:
-        """TCP buffer maxima on every host: 2 x the largest BDP of the fibres as they are
-        now (FibreSpec.tcp_buffer_bytes) unless fixed by set_tcp_buffers, rewritten
-        whenever that moves, so every point has its own buffers (not a left-over)."""
-        need = self.buffer_override or \
-            max((f.tcp_buffer_bytes() for f in self._fibres.values()), default=0)
-        if not need or need == self.buffer_bytes:
-            return
-        for host in self.topo.hosts(sort=True):
-            for key, value in (("net/ipv4/tcp_rmem", f"4096 131072 {need}"),
-                               ("net/ipv4/tcp_wmem", f"4096 16384 {need}"),
-                               ("net/core/rmem_max", str(need)),
-                               ("net/core/wmem_max", str(need))):
-                self.sysctl(host, key, value, optional=key.startswith("net/core/"))
-        self.buffer_bytes = need
+        self.tcp.configure_host(host)
 
     # --- fibre ------------------------------------------------------------------------------
     def fibre_links(self) -> dict[tuple[str, str], FibreSpec]:
@@ -348,7 +287,7 @@ class Network:
             self._apply_fibre(*key, spec, initial=False)
             self._fibres[key] = spec
             offload.follow(self)
-        self._size_buffers()
+        self.tcp.size_buffers()
         return spec
 
     def _key(self, a: str, b: str) -> tuple[tuple[str, str], bool]:
@@ -375,60 +314,9 @@ class Network:
         new = self._fibres[key].replace(**changes)
         self._apply_fibre(*key, new, initial=False)
         self._fibres[key] = new
-        self._size_buffers()
+        self.tcp.size_buffers()
         offload.follow(self)
         return new
-
-    def set_tcp_buffers(self, nbytes: int | None) -> None:
-        """Fix every host's TCP buffer maximum at nbytes (e.g. Linux's default 6 MiB), or
-        None to size it from the fibres (2 x the largest BDP, at least 6 MiB)."""
-        self.buffer_override = nbytes
-        self._size_buffers()
-
-    def set_congestion(self, name: str) -> None:
-        """Every host's TCP congestion control for connections opened from now on."""
-        if name == self.congestion:
-            return
-        for host in self.hosts:
-            self.sysctl(host, "net/ipv4/tcp_congestion_control", name)
-        self.congestion = name
-
-    def set_time_scale(self, k: float) -> None:
-        """Stretch the kernel timers TCP lets a route scale: rto_min (200 ms) becomes
-        k x 200 ms on every host's routes, so that retransmission timeouts, and the
-        restart of slow start after an idle period longer than one, keep their ratio to
-        the dilated round trip. At k = 1 the metric is removed (kernel default)."""
-        if k != self.time_scale:
-            self.time_scale = k
-            self._restate_routes()
-
-    def set_delayed_ack(self, on: bool) -> None:
-        """Whether receivers delay ACKs (Linux's default; its timer has a 40 ms floor that
-        no route or sysctl scales) or ACK every segment at once (route quickack on every
-        host: what `ip route change ... quickack 1` does)."""
-        if on != self.delayed_ack:
-            self.delayed_ack = on
-            self._restate_routes()
-
-    def set_loss_probe(self, on: bool) -> None:
-        """Whether senders send tail loss probes (Linux's default) or wait for three
-        duplicate ACKs, RACK or the retransmission timeout. A probe fires 2 x srtt plus
-        two jiffies (20 ms at HZ = 100) after the last send, an allowance no route or
-        sysctl scales: under time dilation probes fire relatively sooner, and each one is
-        an extra wire packet that shifts netem's seeded loss draw."""
-        if on != self.loss_probe:
-            for host in self.hosts:
-                self.sysctl(host, "net/ipv4/tcp_early_retrans",
-                            TLP_ON if on else TLP_OFF)
-            self.loss_probe = on
-
-    def _restate_routes(self) -> None:
-        """Every host's routes with the timers of the current time scale and ACK policy."""
-        rto_min = round(RTO_MIN_MS * self.time_scale) if self.time_scale != 1 else None
-        for host in self.hosts:
-            ipr = self._iprs[host]
-            for route in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
-                _restate_route(ipr, route, rto_min, quickack=not self.delayed_ack)
 
     def read_fibre(self, a: str, b: str) -> tuple[tc.Readback, tc.Readback]:
         """Kernel readback of (a->b, b->a) for the fibre between a and b."""
@@ -437,62 +325,3 @@ class Network:
         ra = tc.read(self._iprs[key[0]], self._iprs[key[0]].link_lookup(ifname=ia)[0], ia)
         rb = tc.read(self._iprs[key[1]], self._iprs[key[1]].link_lookup(ifname=ib)[0], ib)
         return (ra, rb) if forward else (rb, ra)
-
-    # --- namespaces as places to run things -------------------------------------------------
-    def ipr(self, node: str) -> IPRoute:
-        """The netlink socket of node's namespace (open for the network's lifetime)."""
-        if node not in self._iprs:
-            raise SpecError(f"unknown node {node!r}")
-        return self._iprs[node]
-
-    def sysctl(self, node: str, key: str, value: str, optional: bool = False) -> None:
-        """Write /proc/sys/<key> inside node's namespace."""
-        path = "/proc/sys/" + key.replace(".", "/")
-        try:
-            with in_namespace(self.namespace(node)), open(path, "w") as fh:
-                fh.write(value)
-        except OSError as exc:
-            # Global knobs (net.core.rmem_max...) are absent from, or read-only in, child
-            # namespaces depending on the kernel; TCP autotuning (tcp_rmem) does not need them.
-            if optional and isinstance(exc, (FileNotFoundError, PermissionError)):
-                log.debug("sysctl %s not writable per namespace here; skipped", key)
-            else:
-                raise KernelError(f"sysctl {key}={value} in {self.namespace(node)}: "
-                                  f"{exc.strerror}") from None
-
-    def read_sysctl(self, node: str, key: str) -> str:
-        """The value of /proc/sys/<key> as node's namespace sees it."""
-        with in_namespace(self.namespace(node)):
-            return Path("/proc/sys/" + key.replace(".", "/")).read_text().strip()
-
-    def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
-        """argv that runs `argv` in node's network namespace (host mount namespace)."""
-        return launch.in_netns(self.netns_path(node), argv)
-
-    def run(self, node: str, argv: Sequence[str], timeout: float = 60.0,
-            check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        """Run a command to completion in node's namespace; output captured as text.
-
-        Raises ServiceError on a timeout or (check=True) a non-zero exit."""
-        return launch.run(self.cmd(node, argv), timeout=timeout, check=check,
-                          what=f"{' '.join(argv[:3])} in {node}", **kwargs)
-
-    def popen(self, node: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start a long-lived process in node's namespace; it is recorded in the run registry
-        and killed (by its PID) at teardown."""
-        return self.popen_raw(self.cmd(node, argv), namespace=self.namespace(node), **kwargs)
-
-    def popen_raw(self, argv: Sequence[str], namespace: str | None = None,
-                  **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start `argv` as is (it enters namespaces itself), recorded and killed at teardown.
-
-        The process leads its own process group, so its children go with it."""
-        proc = launch.start(argv, **kwargs)
-        self.state.add_proc(proc.pid, list(argv), namespace)
-        self._stack.callback(self.stop_proc, proc)
-        return proc
-
-    def stop_proc(self, proc: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
-        """Stop a process started with popen (its whole group) and forget it."""
-        launch.stop(proc, grace_s)
-        self.state.drop_proc(proc.pid)

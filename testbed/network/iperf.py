@@ -1,6 +1,6 @@
 """One iperf3 TCP flow between two hosts of a running Network, from its JSON report.
 
-The server runs in the receiver's namespace (started through Network.popen, so it is
+The server runs in the receiver's namespace (started through net.procs.popen, so it is
 recorded and stopped by its PID), the client in the sender's namespace sends for `seconds`
 after `omit_s` of warm-up that iperf3 leaves out of its sums. iperf3 is a C program: its
 per-byte cost in the one-CPU lab kernel is far below a Python sender's.
@@ -86,7 +86,7 @@ def run(net: Network, sender: str, receiver: str, seconds: float, omit_s: float 
     """One TCP flow sender -> receiver for `seconds` after `omit_s` of warm-up.
 
     Raises KernelError if iperf3 fails or does not finish in time."""
-    server = net.popen(receiver, ["iperf3", "-s", "-1", "-B", net.address(receiver),
+    server = net.procs.popen(receiver, ["iperf3", "-s", "-1", "-B", net.address(receiver),
                                   "-p", str(port)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -97,7 +97,7 @@ def run(net: Network, sender: str, receiver: str, seconds: float, omit_s: float 
             time.sleep(0.02)
         argv = ["iperf3", "-c", net.address(receiver), "-p", str(port), "-J",
                 "-t", f"{seconds:g}", "-O", f"{omit_s:g}", "-i", f"{interval_s:g}"]
-        proc = net.run(sender, argv, timeout=seconds + omit_s + 60, check=False)
+        proc = net.procs.run(sender, argv, timeout=seconds + omit_s + 60, check=False)
         try:
             report = json.loads(proc.stdout)
         except json.JSONDecodeError:
@@ -109,4 +109,4 @@ def run(net: Network, sender: str, receiver: str, seconds: float, omit_s: float 
             server.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        net.stop_proc(server)
+        net.procs.stop(server)

@@ -8,12 +8,14 @@ in_namespace       `with in_namespace(name): ...` runs the block's socket(), ope
                    keep the namespace they were created in
 ns_iproute         an IPRoute whose netlink socket lives in a namespace
 namespace_name     "<run prefix>-<node>", the one naming rule of our namespaces
+write_sysctl       write /proc/sys/<key> as a namespace sees it (read_sysctl reads it)
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +24,8 @@ from typing import Iterator
 from pyroute2 import IPRoute, netns
 
 from testbed.errors import KernelError
+
+log = logging.getLogger(__name__)
 
 NETNS_DIR = Path("/run/netns")
 
@@ -100,3 +104,29 @@ def ns_iproute(name: str) -> IPRoute:
     """An IPRoute whose netlink socket lives in namespace `name` (opened there, no fork)."""
     with in_namespace(name):
         return IPRoute()
+
+
+def _sysctl_path(key: str) -> str:
+    return "/proc/sys/" + key.replace(".", "/")
+
+
+def write_sysctl(name: str, key: str, value: str, optional: bool = False) -> None:
+    """Write /proc/sys/<key> (dots or slashes) inside namespace `name`.
+
+    optional: a global knob (net.core.rmem_max...) that is absent from, or read-only in,
+    child namespaces depending on the kernel is skipped instead of raising KernelError
+    (TCP autotuning, tcp_rmem, does not need those)."""
+    try:
+        with in_namespace(name), open(_sysctl_path(key), "w") as fh:
+            fh.write(value)
+    except OSError as exc:
+        if optional and isinstance(exc, (FileNotFoundError, PermissionError)):
+            log.debug("sysctl %s not writable per namespace here; skipped", key)
+        else:
+            raise KernelError(f"sysctl {key}={value} in {name}: {exc.strerror}") from None
+
+
+def read_sysctl(name: str, key: str) -> str:
+    """The value of /proc/sys/<key> as namespace `name` sees it."""
+    with in_namespace(name):
+        return Path(_sysctl_path(key)).read_text().strip()

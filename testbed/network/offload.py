@@ -47,19 +47,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from pyroute2 import IPRoute
 from pyroute2.ethtool.ioctl import IoctlEthtool
 from pyroute2.netlink.exceptions import NetlinkError
 
 from testbed.errors import KernelError
-from testbed.network.namespace import in_namespace
+from testbed.network.namespace import in_namespace, write_sysctl
+from testbed.network.nodes import Nodes
 from testbed.spec import FibreSpec
 from testbed.topology import interface_name
-
-if TYPE_CHECKING:
-    from testbed.network.engine import Network
 
 log = logging.getLogger(__name__)
 
@@ -163,14 +161,14 @@ def set_frames(ipr: IPRoute, ifname: str, frames: bool) -> bool:
     return True
 
 
-def _interfaces(net: Network) -> Iterable[tuple[str, str]]:
+def _interfaces(net: Nodes) -> Iterable[tuple[str, str]]:
     """(node, interface) of every link end."""
     for _, _, info in net.topo.links(sort=True, withInfo=True):
         yield info["node1"], interface_name(info["node1"], info["port1"])
         yield info["node2"], interface_name(info["node2"], info["port2"])
 
 
-def follow(net: Network, *, ports: bool = False, frames: bool | None = None) -> bool:
+def follow(net: Nodes, *, ports: bool = False, frames: bool | None = None) -> bool:
     """Make the running network's packets MTU-sized frames while any of its fibres is lossy
     or jittery, and let TCP build full-size packets again when none is. `ports=True` also
     switches GRO off on every switch port (once, when the network is built); `frames`
@@ -188,7 +186,7 @@ def follow(net: Network, *, ports: bool = False, frames: bool | None = None) -> 
             changed_hosts.add(node)
     for host in sorted(changed_hosts):
         # Sockets cache gso_max_segs with their route: make them look the route up again.
-        net.sysctl(host, "net/ipv4/route/flush", "1")
+        write_sysctl(net.namespace(host), "net/ipv4/route/flush", "1")
     if changed_hosts:
         log.info("%s: %s packets on %d host(s)", net.prefix,
                  "MTU-sized" if frames else "full-size GSO", len(changed_hosts))

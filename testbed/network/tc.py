@@ -128,10 +128,8 @@ def _ticks_to_ms(ticks: int) -> float:
     return ticks / tc_common.tick_in_usec / 1000.0
 
 
-def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
-    """Read the htb rate and netem parameters/counters of device `index` back from the kernel.
-
-    Raises KernelError when the device does not carry our tree."""
+def _our_qdiscs(ipr: IPRoute, index: int, ifname: str) -> tuple[Any, Any]:
+    """(netem qdisc, htb root qdisc) of device `index`; KernelError when either is missing."""
     netem = htb_root = None
     for q in ipr.get_qdiscs(index=index):
         kind = q.get_attr("TCA_KIND")
@@ -141,7 +139,11 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
             htb_root = q
     if netem is None or htb_root is None:
         raise KernelError(f"{ifname}: no htb+netem tree installed")
-    opts = netem.get_attr("TCA_OPTIONS")
+    return netem, htb_root
+
+
+def _htb_class(ipr: IPRoute, index: int, ifname: str) -> tuple[int, int]:
+    """(rate in bytes/s, packets sent) of our htb class; KernelError when it is missing."""
     rate_bytes = None
     skbs = 0
     for c in ipr.get_classes(index=index):
@@ -153,14 +155,25 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
         skbs = int((c.get_attr("TCA_XSTATS") or {}).get("lends", 0))
     if rate_bytes is None:
         raise KernelError(f"{ifname}: htb class {CLASS} missing")
+    return rate_bytes, skbs
 
-    def stats(msg: Any) -> tuple[int, int, int, int, int]:
-        s = msg.get_attr("TCA_STATS") or {}  # struct tc_stats: its counter is "drop"
-        return (int(s.get("drop", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0)),
-                int(s.get("bytes", 0)), int(s.get("overlimits", 0)))
 
-    n_drops, n_qlen, _, _, _ = stats(netem)
-    h_drops, _, h_sent, h_bytes, h_over = stats(htb_root)
+def _stats(msg: Any) -> tuple[int, int, int, int, int]:
+    """(drops, queue length, packets, bytes, overlimits) of a qdisc's basic counters."""
+    s = msg.get_attr("TCA_STATS") or {}  # struct tc_stats: its counter is "drop"
+    return (int(s.get("drop", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0)),
+            int(s.get("bytes", 0)), int(s.get("overlimits", 0)))
+
+
+def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
+    """Read the htb rate and netem parameters/counters of device `index` back from the kernel.
+
+    Raises KernelError when the device does not carry our tree."""
+    netem, htb_root = _our_qdiscs(ipr, index, ifname)
+    opts = netem.get_attr("TCA_OPTIONS")
+    rate_bytes, skbs = _htb_class(ipr, index, ifname)
+    n_drops, n_qlen, _, _, _ = _stats(netem)
+    h_drops, _, h_sent, h_bytes, h_over = _stats(htb_root)
     return Readback(
         delay_ms=_ticks_to_ms(opts["delay"]),
         jitter_ms=_ticks_to_ms(opts["jitter"]),

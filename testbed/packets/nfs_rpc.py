@@ -153,7 +153,45 @@ def _records(stream: bytes) -> list[tuple[int, int, bytes]]:
     return out
 
 
+def _v4_compound(x: _Xdr, call: dict[str, Any]) -> None:
+    """Name an NFSv4 COMPOUND by its first operation past the prefix ones (SEQUENCE,
+    PUTFH...), with a READ's offset and count."""
+    x.opaque()  # tag
+    x.skip(4)  # minor version
+    numops = x.u32()
+    call["op"] = "COMPOUND"
+    for _ in range(numops):
+        op = x.u32()
+        if op in _V4_PREFIX:
+            x.skip(_V4_PREFIX[op])
+        elif op == OP_PUTFH:
+            x.opaque()
+        else:
+            call["op"] = V4_OPS.get(op, f"op{op}")
+            if op == OP_READ:
+                x.skip(16)  # stateid
+                call["offset"], call["count"] = x.u64(), x.u32()
+            break
+
+
+def _name_call(x: _Xdr, call: dict[str, Any], prog: int, vers: int, proc: int) -> None:
+    """Fill in the call's operation (and a READ's offset and count) from its arguments."""
+    if prog != NFS_PROGRAM:
+        call["op"] = f"prog{prog}"
+    elif vers == 3:
+        call["op"] = V3_PROCS.get(proc, f"proc{proc}")
+        if proc == 6:
+            x.opaque()  # file handle
+            call["offset"], call["count"] = x.u64(), x.u32()
+    elif vers == 4 and proc == 1:
+        _v4_compound(x, call)
+    elif proc == 0:
+        call["op"] = "NULL"
+
+
 def _parse_call(body: bytes) -> dict[str, Any] | None:
+    """An RPC call's xid, program, version and operation (a READ with its offset and
+    count); None for a reply or a record too short to parse."""
     x = _Xdr(body)
     try:
         xid, mtype = x.u32(), x.u32()
@@ -166,32 +204,7 @@ def _parse_call(body: bytes) -> dict[str, Any] | None:
         x.opaque()  # verifier
         call: dict[str, Any] = {"xid": xid, "prog": prog, "vers": vers, "op": f"proc{proc}",
                                 "offset": None, "count": None}
-        if prog != NFS_PROGRAM:
-            call["op"] = f"prog{prog}"
-        elif vers == 3:
-            call["op"] = V3_PROCS.get(proc, f"proc{proc}")
-            if proc == 6:
-                x.opaque()  # file handle
-                call["offset"], call["count"] = x.u64(), x.u32()
-        elif vers == 4 and proc == 1:
-            x.opaque()  # tag
-            x.skip(4)  # minor version
-            numops = x.u32()
-            call["op"] = "COMPOUND"
-            for _ in range(numops):
-                op = x.u32()
-                if op in _V4_PREFIX:
-                    x.skip(_V4_PREFIX[op])
-                elif op == OP_PUTFH:
-                    x.opaque()
-                else:
-                    call["op"] = V4_OPS.get(op, f"op{op}")
-                    if op == OP_READ:
-                        x.skip(16)  # stateid
-                        call["offset"], call["count"] = x.u64(), x.u32()
-                    break
-        elif proc == 0:
-            call["op"] = "NULL"
+        _name_call(x, call, prog, vers, proc)
         return call
     except struct.error:
         return None

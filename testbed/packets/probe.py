@@ -41,9 +41,10 @@ from scapy.packet import Raw
 from scapy.utils import checksum
 
 from testbed.errors import SpecError
-from testbed.network.engine import NETNS_DIR, ns_iproute
-from testbed.network.measure import (SO_TIMESTAMPNS, big_receive_buffer, binomial_ci,
-                                     kernel_time_ns, ns_socket)
+from testbed.network.namespace import NETNS_DIR, ns_iproute
+from testbed.network.path_metrics import binomial_ci
+from testbed.network.sockets import (SO_TIMESTAMPNS, big_receive_buffer, kernel_time_ns,
+                                     ns_socket)
 
 PAYLOAD = struct.Struct("!IQ")  # sequence number, send time (ns, CLOCK_REALTIME)
 ECHO_REQUEST, ECHO_REPLY = 8, 0

@@ -164,8 +164,8 @@ class CacheFiles:
         conf.write_text(f"dir {self.dir}\ntag {self.net.prefix}\nbrun 10%\nbcull 7%\n"
                         "bstop 3%\nfrun 10%\nfcull 7%\nfstop 3%\n")
         with open(log_path, "w") as log_file:
-            self.proc = self.net.popen_raw(["cachefilesd", "-n", "-s", "-f", str(conf)],
-                                           stdout=log_file, stderr=subprocess.STDOUT)
+            self.proc = self.net.procs.popen_raw(["cachefilesd", "-n", "-s", "-f", str(conf)],
+                                                 stdout=log_file, stderr=subprocess.STDOUT)
         self._wait_bound(log_path, time.monotonic() + 15)
 
     def _wait_bound(self, log_path: Path, deadline: float) -> None:
@@ -207,7 +207,7 @@ class CacheFiles:
     def stop(self) -> None:
         """Stop the daemon (the kernel withdraws the cache); the cache's files stay."""
         if self.proc is not None:
-            self.net.stop_proc(self.proc)
+            self.net.procs.stop(self.proc)
             self.proc = None
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from testbed import launch
 from testbed.errors import ServiceError
 from testbed.launch import last_line as _last_line
 from testbed.launch import ns_shell
+from testbed.network import state as state_mod
 from testbed.network.engine import Network
 from testbed.network.namespace import in_namespace
 from testbed.spec import MountSpec, NfsServerSpec
@@ -105,8 +106,9 @@ class NfsServer:
         self.net.state.add_nfsd(self.net.namespace(self.node))
         self.net.callback(self._stop_nfsd)
         with open(self.dir / "mountd.log", "w") as log_file:
-            self.proc = self.net.popen_raw(self._argv(self._control(self._setup_script())),
-                                           stdout=log_file, stderr=subprocess.STDOUT)
+            argv = self._argv(self._control(self._setup_script()))
+            self.proc = self.net.procs.popen_raw(argv, stdout=log_file,
+                                                 stderr=subprocess.STDOUT)
         started = time.monotonic()
         self._wait_listening(started + READY_TIMEOUT_S)
         self.ready_at = started + self.spec.grace_s + 0.5
@@ -240,7 +242,7 @@ class NfsServer:
         """Threads to 0 and exports flushed while mountd still answers, then mountd."""
         self._stop_nfsd()
         if self.proc is not None:
-            self.net.stop_proc(self.proc)
+            self.net.procs.stop(self.proc)
             self.proc = None
 
     def _stop_nfsd(self) -> None:
@@ -269,6 +271,15 @@ def stop_nfsd(ns_path: str, run_dir: Path, seconds: float = 45.0) -> None:
     log.debug("stop nfsd: %s", proc.stderr.strip().replace("\n", "; "))
     if proc.returncode != 0:
         log.warning("stopping nfsd in %s: %s", ns_path, _last_line(proc))
+
+
+def stop_dead_nfsd(st: state_mod.RunState, seconds: float) -> None:
+    """Stop nfsd (threads to 0, exports flushed) in each namespace a dead run ran it in:
+    `testbed clean`'s step for the services layer (testbed.cleanup)."""
+    for ns in st.nfsd_namespaces:
+        node = ns.split("-", 1)[1]
+        run_dir = Path(state_mod.STATE_DIR) / st.prefix / f"nfsd-{node}"
+        stop_nfsd(f"/run/netns/{ns}", run_dir, seconds)
 
 
 UDEV_CONTROL = Path("/run/udev/control")
@@ -359,7 +370,7 @@ class NfsMount:
         source = f"{self.server.address}:{remote}/{self.subdir}"
         # A cache volume per worker, as each GPU server would have its own cache.
         opts = self.spec.options(fsc_tag=f"{self.net.prefix}-{self.worker}")
-        argv = self.net.cmd(self.worker, ["mount", "-t", "nfs", "-o", opts, source,
+        argv = self.net.procs.cmd(self.worker, ["mount", "-t", "nfs", "-o", opts, source,
                                           str(self.path)])
         self.server.wait_ready()
         self._set_client_identifier()

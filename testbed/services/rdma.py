@@ -29,8 +29,8 @@ import shutil
 from pathlib import Path
 
 from testbed.errors import ServiceError
-from testbed.network import measure
 from testbed.network.engine import Network
+from testbed.network.namespace import in_namespace
 from testbed.services import nfs
 from testbed.services.nfs import NfsServer
 from testbed.spec import NFS_RDMA_PORT
@@ -50,7 +50,7 @@ def _modprobe(module: str) -> None:
 
 def udp_port_bound(ns: str, port: int) -> bool:
     """Whether a UDP socket is bound to `port` in namespace `ns` (/proc/net/udp{,6})."""
-    with measure.in_namespace(ns):
+    with in_namespace(ns):
         text = Path("/proc/net/udp").read_text()
         try:
             text += Path("/proc/net/udp6").read_text()
@@ -72,7 +72,7 @@ def host_interface(net: Network, node: str) -> str:
 
 
 def _rdma(net: Network, node: str, args: list[str], what: str) -> str:
-    proc = nfs._run(net.cmd(node, ["rdma", *args]), 30, what)
+    proc = nfs._run(net.procs.cmd(node, ["rdma", *args]), 30, what)
     if proc.returncode != 0:
         raise ServiceError(f"{what}: {nfs._last_line(proc)}")
     return proc.stdout
@@ -125,8 +125,8 @@ class SoftRoce:
         if not self.created:
             return
         if Path(self.net.netns_path(self.node)).exists():
-            proc = nfs._run(self.net.cmd(self.node, ["rdma", "link", "delete", self.name]), 30,
-                            f"delete {self.name}")
+            argv = self.net.procs.cmd(self.node, ["rdma", "link", "delete", self.name])
+            proc = nfs._run(argv, 30, f"delete {self.name}")
             if proc.returncode != 0:
                 log.warning("rdma link delete %s: %s", self.name, nfs._last_line(proc))
         self.created = False

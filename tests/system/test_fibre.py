@@ -28,15 +28,15 @@ import pytest
 
 from testbed import spec as spec_mod
 from testbed import topology
-from testbed.network import engine, measure
-from testbed.network.engine import NETNS_DIR, Network
-from testbed.network.namespace import in_namespace
+from testbed.network import path_metrics, sockets, tcp_policy
+from testbed.network.engine import Network
+from testbed.network.namespace import NETNS_DIR, in_namespace
 from testbed.packets import probe as probe_mod
 
 
 def ping(net, src, dst):
-    return subprocess.run(net.cmd(src, ["ping", "-c", "1", "-W", "3", net.address(dst)]),
-                          capture_output=True).returncode == 0
+    argv = net.procs.cmd(src, ["ping", "-c", "1", "-W", "3", net.address(dst)])
+    return subprocess.run(argv, capture_output=True).returncode == 0
 
 
 def test_pingall_two_sites(make_net):
@@ -64,8 +64,8 @@ def test_rtt_follows_distance(make_net, distance_km, tol):
     assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + tol.one_way_ms, \
         rep.render()
     assert rep.reordered <= tol.reordered_max and rep.duplicates == 0, rep.render()
-    tcp = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
-                          count=10)  # a second, independent method agrees
+    tcp = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
+                               count=10)  # a second, independent method agrees
     assert configured - 0.05 <= tcp.median_ms <= configured + tol.tcp_median_ms, \
         tcp.samples_ms
 
@@ -75,9 +75,9 @@ def test_loss_within_binomial_interval(make_net):
     rep = probe(net, count=3000)
     lo, hi = rep.loss_ci(z=3.29)  # 99.9 %
     assert rep.socket_drops == 0 and lo <= 0.02 <= hi, rep.render()
-    sent, received = measure.udp_loss(net.namespace("srv"), net.namespace("w1"),
-                                      net.address("w1"), count=3000)  # the other direction
-    lo, hi = measure.binomial_ci(sent - received, sent)
+    sent, received = path_metrics.udp_loss(net.namespace("srv"), net.namespace("w1"),
+                                           net.address("w1"), count=3000)  # the other direction
+    lo, hi = path_metrics.binomial_ci(sent - received, sent)
     assert lo <= 0.02 <= hi, (sent, received)
 
 
@@ -93,7 +93,7 @@ def test_loss_seed_drops_the_same_datagrams_again(make_net):
 
     def lost(seed):
         net.set_fibre_spec("wan", spec.replace(loss_seed=seed))
-        return set(range(2000)) - measure.udp_received(
+        return set(range(2000)) - path_metrics.udp_received(
             net.namespace("srv"), net.namespace("w1"), net.address("w1"), count=2000)
 
     def common(a, b):
@@ -122,8 +122,8 @@ def test_jitter_reorders_and_spreads_rtt(make_net):
 
 def test_shaped_rate_at_30ms_without_queue_drops(make_net):
     net = make_net("apn", workers=1, distance_km=3000, rate="200mbit")
-    mbit = measure.tcp_goodput(net.namespace("srv"), net.namespace("w1"), net.address("w1"),
-                               seconds=8.0, warmup_s=2.0)
+    mbit = path_metrics.tcp_goodput(net.namespace("srv"), net.namespace("w1"),
+                                    net.address("w1"), seconds=8.0, warmup_s=2.0)
     fwd, _ = net.read_fibre("srv", "s1")
     assert 180.0 <= mbit <= 220.0, mbit
     assert fwd.netem_drops == 0 and fwd.htb_drops == 0, fwd
@@ -140,8 +140,9 @@ def test_kernel_state_read_back(make_net):
         assert got.loss_pct == pytest.approx(want.loss_pct, abs=1e-6)
         assert got.rate_mbit == pytest.approx(want.rate_mbit, rel=1e-6)  # > 32-bit rate
         assert got.limit_pkts == want.limit_pkts >= 1.5 * spec.bdp_bytes() / spec.mtu
-    assert int(net.read_sysctl("w1", "net.ipv4.tcp_rmem").split()[2]) >= 2 * spec.bdp_bytes()
-    assert net.read_sysctl("w1", "net.ipv4.tcp_congestion_control") == "cubic"
+    assert int(net.tcp.read_sysctl("w1", "net.ipv4.tcp_rmem").split()[2]) \
+        >= 2 * spec.bdp_bytes()
+    assert net.tcp.read_sysctl("w1", "net.ipv4.tcp_congestion_control") == "cubic"
 
 
 def test_live_reconfiguration_and_back_to_zero(make_net, tol):
@@ -154,7 +155,8 @@ def test_live_reconfiguration_and_back_to_zero(make_net, tol):
         assert got.loss_pct == pytest.approx(0.5, abs=1e-6)
         assert got.rate_mbit == pytest.approx(150)
         assert got.jitter_ms == pytest.approx(0.2, abs=0.001)
-    rtt = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"), 10)
+    rtt = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
+                               10)
     assert rtt.min_ms >= new.rtt_ms - 0.5  # jitter +-0.2 ms each way
 
     net.set_fibre("srv", "s1", distance_km=0, loss_pct=0, jitter_ms=0, rate_mbit=100)
@@ -162,7 +164,8 @@ def test_live_reconfiguration_and_back_to_zero(make_net, tol):
     for got in (fwd, rev):
         assert (got.delay_ms, got.loss_pct, got.jitter_ms) == (0, 0, 0)
         assert got.rate_mbit == pytest.approx(100)
-    rtt = measure.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"), 10)
+    rtt = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
+                               10)
     assert rtt.median_ms < tol.tcp_median_ms  # 2,000 km was 19.6 ms
 
 
@@ -230,10 +233,10 @@ def test_exception_inside_tears_down():
 
 def _tcp_rto_ms(net, client: str, server: str, port: int = 5301) -> float:
     """The RTO (ms) TCP gives a fresh connection from client to server (TCP_INFO)."""
-    lst = measure.ns_socket(net.namespace(server))
+    lst = sockets.ns_socket(net.namespace(server))
     lst.bind((net.address(server), port))
     lst.listen(1)
-    c = measure.ns_socket(net.namespace(client))
+    c = sockets.ns_socket(net.namespace(client))
     try:
         c.connect((net.address(server), port))
         peer, _ = lst.accept()
@@ -253,11 +256,11 @@ def test_time_scale_stretches_the_rto_tcp_uses(make_net):
     """Dilation by k: TCP's minimum RTO becomes k x 200 ms on every host's routes, as TCP
     itself reports it (the route metric is ignored unless locked), and back at k = 1."""
     net = make_net("apn", workers=1, distance_km=100, rate="100mbit")
-    net.set_time_scale(10)
-    assert set(engine.route_rto_min_ms(net.ipr("w1"))) == {2000}
+    net.tcp.set_time_scale(10)
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("w1"))) == {2000}
     assert 1990 <= _tcp_rto_ms(net, "w1", "srv") <= 2300
-    net.set_time_scale(1)
-    assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {None}
+    net.tcp.set_time_scale(1)
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("srv"))) == {None}
     assert 190 <= _tcp_rto_ms(net, "w1", "srv", port=5302) <= 500
 
 
@@ -280,10 +283,10 @@ def _connection(net, sender: str, receiver: str,
                 port: int) -> Iterator[tuple[socket.socket, socket.socket]]:
     """A TCP connection from sender to receiver's address:port, Nagle off (each write a
     segment at once): (the sender's socket, the receiver's accepted one), all closed after."""
-    with closing(measure.ns_socket(net.namespace(receiver))) as lst:
+    with closing(sockets.ns_socket(net.namespace(receiver))) as lst:
         lst.bind((net.address(receiver), port))
         lst.listen(1)
-        with closing(measure.ns_socket(net.namespace(sender))) as c:
+        with closing(sockets.ns_socket(net.namespace(sender))) as c:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             c.connect((net.address(receiver), port))
             peer, _ = lst.accept()
@@ -309,16 +312,16 @@ def test_delayed_ack_off_sets_quickack_on_every_route(make_net):
     """delayed_ack = false: every host's routes carry quickack (alongside a dilated
     rto_min), and a receiver's delayed-ACK timer then never fires; on again, it does."""
     net = make_net("apn", workers=1, distance_km=100, rate="100mbit")
-    net.set_time_scale(10)
-    net.set_delayed_ack(False)
-    assert set(engine.route_quickack(net.ipr("w1"))) == {True}
-    assert set(engine.route_rto_min_ms(net.ipr("srv"))) == {2000}
+    net.tcp.set_time_scale(10)
+    net.tcp.set_delayed_ack(False)
+    assert set(tcp_policy.route_quickack(net.ipr("w1"))) == {True}
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("srv"))) == {2000}
     before = _delayed_acks(net, "srv")
     _trickle(net, "w1", "srv", 5401)
     assert _delayed_acks(net, "srv") == before
-    net.set_delayed_ack(True)
-    assert set(engine.route_quickack(net.ipr("srv"))) == {False}
-    assert set(engine.route_rto_min_ms(net.ipr("w1"))) == {2000}
+    net.tcp.set_delayed_ack(True)
+    assert set(tcp_policy.route_quickack(net.ipr("srv"))) == {False}
+    assert set(tcp_policy.route_rto_min_ms(net.ipr("w1"))) == {2000}
     before = _delayed_acks(net, "srv")
     _trickle(net, "w1", "srv", 5402)
     assert _delayed_acks(net, "srv") > before
@@ -350,14 +353,17 @@ def test_loss_probe_off_stops_tail_loss_probes(make_net):
     no tail loss probe (TcpExt TCPLossProbes), where with Linux's default it sends some.
     Off first: a closing connection may still probe a lost FIN scheduled before a switch."""
     net = make_net("apn", workers=1, distance_km=100, rate="100mbit", loss_pct=10.0)
-    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"3"}
-    net.set_loss_probe(False)
-    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"0"}
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_early_retrans")
+            for h in ("srv", "w1")} == {"3"}
+    net.tcp.set_loss_probe(False)
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_early_retrans")
+            for h in ("srv", "w1")} == {"0"}
     before = _tcp_ext(net, "srv", "TCPLossProbes")
     _tails(net, "srv", "w1", 5501)
     assert _tcp_ext(net, "srv", "TCPLossProbes") == before
-    net.set_loss_probe(True)
-    assert {net.read_sysctl(h, "net.ipv4.tcp_early_retrans") for h in ("srv", "w1")} == {"3"}
+    net.tcp.set_loss_probe(True)
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_early_retrans")
+            for h in ("srv", "w1")} == {"3"}
     before = _tcp_ext(net, "srv", "TCPLossProbes")
     _tails(net, "srv", "w1", 5502)
     assert _tcp_ext(net, "srv", "TCPLossProbes") > before
@@ -365,6 +371,6 @@ def test_loss_probe_off_stops_tail_loss_probes(make_net):
 
 def test_congestion_control_is_set_on_every_host(make_net):
     net = make_net("apn", workers=2, distance_km=100, rate="100mbit")
-    net.set_congestion("reno")
-    assert {net.read_sysctl(h, "net.ipv4.tcp_congestion_control")
+    net.tcp.set_congestion("reno")
+    assert {net.tcp.read_sysctl(h, "net.ipv4.tcp_congestion_control")
             for h in ("srv", "w1", "w2")} == {"reno"}

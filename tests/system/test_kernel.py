@@ -14,20 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from testbed.network import measure
+from testbed.network import path_metrics
 
 
 def test_netem_delay_and_loss_between_two_namespaces(make_net, tol):
     net = make_net("apn", workers=1, distance_km=0, rate="200mbit")
     net.set_fibre("srv", "s1", extra_delay_ms=15.0)
     srv, w1 = net.namespace("srv"), net.namespace("w1")
-    rtt = measure.tcp_rtt(w1, srv, net.address("srv"), count=20)
+    rtt = path_metrics.tcp_rtt(w1, srv, net.address("srv"), count=20)
     assert 30.0 <= rtt.median_ms <= 30.5 + tol.tcp_median_ms, rtt.samples_ms
     assert rtt.min_ms >= 29.9
 
     net.set_fibre("srv", "s1", extra_delay_ms=15.0, loss_pct=5.0, loss_reverse_pct=0.0)
-    sent, received = measure.udp_loss(srv, w1, net.address("w1"), count=2000)
-    lo, hi = measure.binomial_ci(sent - received, sent)
+    sent, received = path_metrics.udp_loss(srv, w1, net.address("w1"), count=2000)
+    lo, hi = path_metrics.binomial_ci(sent - received, sent)
     assert lo <= 0.05 <= hi, (sent, received)
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from testbed import tcp_model
+from testbed.model import tcp as tcp_model
 from testbed.network import iperf, offload
 from testbed.topology import interface_name
 
@@ -86,7 +86,7 @@ def test_one_flow_loses_what_the_response_function_says(make_net):
     """1,000 km, 0.1 % loss: ~60 loss events in 15 s, inside 60 s of lab time."""
     net = make_net("apn", workers=1, distance_km=1000, rate="1gbit", loss_pct=0.1)
     spec = net.fibre_links()[("srv", "s1")]
-    cc = net.read_sysctl("srv", "net.ipv4.tcp_congestion_control")
+    cc = net.tcp.read_sysctl("srv", "net.ipv4.tcp_congestion_control")
     flow = iperf.run(net, "srv", "w1", seconds=15, omit_s=2)
     pred = tcp_model.predict(cc, spec.mtu, spec.rtt_ms, spec.loss_pct)
     assert flow.cc == cc == "cubic"

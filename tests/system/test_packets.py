@@ -12,7 +12,7 @@ from testbed import topology, workload
 from testbed.experiment import run_file
 from testbed.network.engine import Network
 from testbed.packets import nfs_rpc
-from testbed.packets.capture import Capture
+from testbed.packets.sniffer import Capture
 from testbed.services.nfs import NfsMount, NfsServer
 from testbed.spec import MountSpec
 
@@ -62,7 +62,7 @@ def test_capture_stops_at_each_bound(site, tmp_path):
     ns, dst = net.namespace("w1"), net.address("srv")
     ping = ["ping", "-q", "-i", "0.01", "-c", "300", dst]
     with Capture(ns, "w1-eth0", tmp_path / "n.pcap", count=50) as cap:
-        subprocess.run(net.cmd("w1", ping), capture_output=True, timeout=60)
+        subprocess.run(net.procs.cmd("w1", ping), capture_output=True, timeout=60)
         assert cap.wait(30)
     assert cap.result.stopped_by == "count" and cap.result.packets == 50
     t0 = time.monotonic()
@@ -71,7 +71,7 @@ def test_capture_stops_at_each_bound(site, tmp_path):
     assert cap.wait(10) and cap.result.stopped_by == "time"
     assert time.monotonic() - t0 < 5
     with Capture(ns, "w1-eth0", tmp_path / "b.pcap", max_bytes=10_000) as cap:
-        subprocess.run(net.cmd("w1", ping), capture_output=True, timeout=60)
+        subprocess.run(net.procs.cmd("w1", ping), capture_output=True, timeout=60)
         assert cap.wait(30)
     assert cap.result.stopped_by == "bytes" and 10_000 <= cap.result.bytes < 12_000
     for name in ("n", "t", "b"):

@@ -1,4 +1,4 @@
-from testbed.network.measure import RttStats, binomial_ci
+from testbed.network.path_metrics import RttStats, binomial_ci
 
 
 def test_binomial_ci_contains_truth():

@@ -7,7 +7,7 @@ import pytest
 
 from testbed import model
 from testbed.model.readahead import ReadAhead, init_size, next_size
-from testbed.model.sim import Setting, Simulation, read_rate_Bps
+from testbed.model.sim import Reading, Setting, Simulation, read_rate_Bps
 
 RTT = 0.0294
 LINK = 125e6 * 1448 / 1514
@@ -35,20 +35,20 @@ KERNEL_RTTS = {(128, 128): 36.0, (128, 1024): 7.8, (1024, 1024): 7.6, (1024, 128
 
 @pytest.mark.parametrize("ra_kib,read_kib", list(KERNEL_RTTS))
 def test_simulation_matches_the_kernels_schedule(ra_kib, read_kib):
-    s = Simulation(Setting(RTT, LINK, 1, 8 << 20, read_kib << 10, 1 << 20, ra_kib << 10))
+    s = Simulation(Setting(RTT, LINK, Reading(1, 8 << 20, read_kib << 10, 1 << 20, ra_kib << 10)))
     rtts = (8 << 20) / s.run(files=6, warm=2) / RTT
     assert rtts == pytest.approx(KERNEL_RTTS[(ra_kib, read_kib)], rel=0.11)
 
 
 def test_more_readers_and_more_read_ahead_read_faster():
-    one = read_rate_Bps(Setting(RTT, LINK, 1, 4 << 20, 1 << 20, 1 << 20, 128 << 10))
-    two = read_rate_Bps(Setting(RTT, LINK, 2, 4 << 20, 1 << 20, 1 << 20, 128 << 10))
-    tuned = read_rate_Bps(Setting(RTT, LINK, 2, 4 << 20, 1 << 20, 1 << 20, 16 << 20))
+    one = read_rate_Bps(Setting(RTT, LINK, Reading(1, 4 << 20, 1 << 20, 1 << 20, 128 << 10)))
+    two = read_rate_Bps(Setting(RTT, LINK, Reading(2, 4 << 20, 1 << 20, 1 << 20, 128 << 10)))
+    tuned = read_rate_Bps(Setting(RTT, LINK, Reading(2, 4 << 20, 1 << 20, 1 << 20, 16 << 20)))
     assert one < two < tuned < LINK
 
 
 def test_a_short_path_is_the_fibres():
-    rate = read_rate_Bps(Setting(0.0006, LINK, 8, 4 << 20, 1 << 20, 1 << 20, 16 << 20))
+    rate = read_rate_Bps(Setting(0.0006, LINK, Reading(8, 4 << 20, 1 << 20, 1 << 20, 16 << 20)))
     assert rate == pytest.approx(LINK, rel=0.1)
 
 
@@ -133,6 +133,7 @@ def test_window_share_follows_the_kernel_release():
     (0.0005, 8, 114_660, 4096, 1 << 20), (0.05, 1, 2_828_486, 1 << 20, 128 << 10)])
 def test_simulation_jumps_give_the_page_by_page_result(rtt_s, readers, sample, read, ra):
     from testbed.model import sim
-    s = sim.Setting(rtt_s=rtt_s, rate_Bps=125e6, readers=readers, sample_bytes=sample,
-                    read_bytes=read, rsize=1 << 20, ra_bytes=ra)
+    s = sim.Setting(rtt_s=rtt_s, rate_Bps=125e6,
+                    reading=sim.Reading(readers=readers, sample_bytes=sample,
+                                        read_bytes=read, rsize=1 << 20, ra_bytes=ra))
     assert sim.read_rate_Bps(s) == sim.read_rate_Bps(s, fast=False)

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from testbed import tcp_model
+from testbed.model import tcp as tcp_model
 from testbed.errors import SpecError
 
 

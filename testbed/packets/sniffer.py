@@ -25,7 +25,7 @@ from scapy.data import DLT_EN10MB
 from scapy.utils import RawPcapWriter
 
 from testbed.errors import SpecError
-from testbed.network.measure import (SO_TIMESTAMPNS, big_receive_buffer, kernel_time_ns,
+from testbed.network.sockets import (SO_TIMESTAMPNS, big_receive_buffer, kernel_time_ns,
                                      ns_socket)
 
 ETH_P_ALL = 0x0003

@@ -1,8 +1,5 @@
-"""Measurements between namespaces of a running Network, with plain sockets (no tools).
-
-Sockets are opened inside a namespace by entering it (setns) just for the socket() call: a
-socket stays in the namespace it was created in, so one process can measure between any
-two hosts with threads.
+"""What a path between two namespaces of a running Network delivers, measured with plain
+sockets (no tools; testbed.network.sockets opens them in the namespaces).
 
 tcp_rtt       TCP connect() times (SYN -> SYN/ACK = one RTT), in ms
 udp_loss      datagrams sent A->B vs received: the one-way loss of the path
@@ -15,42 +12,11 @@ from __future__ import annotations
 import math
 import socket
 import statistics
-import struct
 import threading
 import time
 from dataclasses import dataclass
 
-from testbed.network.namespace import in_namespace
-
-
-def ns_socket(name: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM,
-              proto: int = 0) -> socket.socket:
-    """A socket created in namespace `name` (it stays there; use it from any thread)."""
-    with in_namespace(name):
-        return socket.socket(family, kind, proto)
-
-
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
-
-
-def big_receive_buffer(sock: socket.socket, nbytes: int) -> None:
-    """A receive buffer of nbytes, past net.core.rmem_max when root (it is read-only in a
-    child namespace), else as large as the limit allows."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, nbytes)
-    except PermissionError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
-
-
-def kernel_time_ns(ancillary: list[tuple[int, int, bytes]]) -> int:
-    """The kernel's receive time of a datagram read with recvmsg() on a socket with
-    SO_TIMESTAMPNS set (CLOCK_REALTIME, ns); now if the kernel gave none."""
-    for level, kind, value in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            sec, nsec = struct.unpack("qq", value[:16])
-            return int(sec * 1_000_000_000 + nsec)
-    return time.time_ns()
+from testbed.network.sockets import ns_socket
 
 
 @dataclass(frozen=True)
@@ -151,6 +117,38 @@ def binomial_ci(losses: int, n: int, z: float = 3.29) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def _receive_mbit(server: socket.socket, warmup_s: float) -> float:
+    """Accept one connection on `server` and read it to its end; the Mbit/s received
+    after the first warmup_s (the whole connection if it ended sooner)."""
+    conn, _ = server.accept()
+    view = memoryview(bytearray(1 << 20))
+    total = 0
+    start = time.perf_counter()
+    mark_t, mark_b = None, 0
+    while True:
+        n = conn.recv_into(view)
+        if not n:
+            break
+        total += n
+        now = time.perf_counter()
+        if mark_t is None and now - start >= warmup_s:
+            mark_t, mark_b = now, total
+    end = time.perf_counter()
+    conn.close()
+    if mark_t is None:
+        mark_t, mark_b = start, 0
+    return (total - mark_b) * 8 / 1e6 / max(end - mark_t, 1e-9)
+
+
+def _send_for(sock: socket.socket, dst: tuple[str, int], seconds: float) -> None:
+    """Connect `sock` to dst and send zeros in 1 MiB writes for `seconds`."""
+    sock.connect(dst)
+    chunk = b"\0" * (1 << 20)
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        sock.sendall(chunk)
+
+
 def tcp_goodput(src_ns: str, dst_ns: str, dst_ip: str, seconds: float = 5.0,
                 port: int = 5203, warmup_s: float = 1.0) -> float:
     """One TCP flow src->dst for `seconds` after `warmup_s`; returns Mbit/s received."""
@@ -161,35 +159,13 @@ def tcp_goodput(src_ns: str, dst_ns: str, dst_ip: str, seconds: float = 5.0,
     result: dict[str, float] = {}
 
     def sink() -> None:
-        conn, _ = server.accept()
-        buf = bytearray(1 << 20)
-        view = memoryview(buf)
-        total = 0
-        start = time.perf_counter()
-        mark_t, mark_b = None, 0
-        while True:
-            n = conn.recv_into(view)
-            if not n:
-                break
-            total += n
-            now = time.perf_counter()
-            if mark_t is None and now - start >= warmup_s:
-                mark_t, mark_b = now, total
-        end = time.perf_counter()
-        conn.close()
-        if mark_t is None:
-            mark_t, mark_b = start, 0
-        result["mbit"] = (total - mark_b) * 8 / 1e6 / max(end - mark_t, 1e-9)
+        result["mbit"] = _receive_mbit(server, warmup_s)
 
     t = threading.Thread(target=sink, daemon=True)
     t.start()
     c = ns_socket(src_ns)
     try:
-        c.connect((dst_ip, port))
-        chunk = b"\0" * (1 << 20)
-        deadline = time.perf_counter() + warmup_s + seconds
-        while time.perf_counter() < deadline:
-            c.sendall(chunk)
+        _send_for(c, (dst_ip, port), warmup_s + seconds)
     finally:
         c.close()
         t.join(timeout=60)
