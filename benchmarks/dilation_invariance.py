@@ -46,18 +46,16 @@ the same draw of losses, so a deviation is the time scale's, not the draw's.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import common
+from testbed.experiment import plan as plan_mod
+from testbed.experiment import report
+from testbed.paths import RESULTS
 
-from testbed.experiment import plan as plan_mod  # noqa: E402
-from testbed.experiment import report  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
 EXPERIMENT = """
 name = "dilation-invariance"
 description = "The same emulated scenarios at several time scales"
@@ -140,8 +138,8 @@ def figure(s: pd.DataFrame, out: Path, cc: str) -> Path:
     return path
 
 
-def main() -> int:
-    """Run the scenarios at every k, print the table and the drift."""
+def parse_args() -> argparse.Namespace:
+    """The scenarios' options."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ks", default="1,2,5,10")
     ap.add_argument("--cc", default="reno", choices=["cubic", "reno"])
@@ -153,36 +151,43 @@ def main() -> int:
     ap.add_argument("--mounts", default="default,tuned")
     ap.add_argument("--losses", default="0,0.1")
     ap.add_argument("--distances", default="1000,3000")
-    ap.add_argument("--out", default=str(REPO / "results" / "dilation-invariance"))
+    ap.add_argument("--out", default=str(RESULTS / "dilation-invariance"))
     ap.add_argument("--parallel", default=None, help="lab kernels at once (host side)")
     ap.add_argument("--repetitions", type=int, default=1,
                     help="runs per point (each with its own seeded draw, the same at every k)")
     ap.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
                     help="a knob for every point (testbed run -p), to try a variant")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    f = out.parent / f"{out.name}.toml"  # beside the results: `testbed run` owns out
+    return ap.parse_args()
+
+
+def write_experiment(args: argparse.Namespace, out: Path) -> Path:
+    """The experiment file for these options, beside the results folder (`testbed run`
+    owns the folder itself)."""
+    f = out.parent / f"{out.name}.toml"
     f.write_text(EXPERIMENT.format(ks=args.ks, cc=args.cc, losses=args.losses,
                                    reps=args.repetitions, distances=args.distances,
                                    delayed_ack=str(args.delayed_ack == "on").lower(),
                                    loss_probe=str(args.loss_probe == "on").lower(),
                                    mounts=", ".join(f'"{m}"' for m in args.mounts.split(","))))
-    plan = plan_mod.load(f)
-    cmd = [str(REPO / ".venv" / "bin" / "testbed"), "run", str(f), "--out", str(out)]
+    return f
+
+
+def run(args: argparse.Namespace, f: Path, out: Path) -> None:
+    """`testbed run` of the experiment into out (resumed if it has results already)."""
+    cmd = ["run", str(f), "--out", str(out)]
     cmd += ["--resume"] if (out / "results.csv").exists() else []
     cmd += ["--parallel", args.parallel] if args.parallel else []
     cmd += [a for p in args.param for a in ("-p", p)]
-    proc = subprocess.run(cmd, cwd=REPO)
-    if proc.returncode not in (0, 1):  # 1: some point failed; its row says why
+    proc = common.run_testbed(cmd)
+    if common.run_failed(proc.returncode):  # 1: some point failed; its row says why
         sys.exit(f"dilation_invariance: testbed run failed ({proc.returncode})")
-    report.build(out, plan)
-    s = pd.read_csv(out / "summary.csv")
-    s["emulator_limited"] = s["emulator_limited"].astype(str).str.lower() == "true"
+
+
+def print_report(s: pd.DataFrame, args: argparse.Namespace, out: Path) -> None:
+    """The table per k, the points left out, the figure and the closing DRIFT line."""
     ks = sorted(float(k) for k in args.ks.split(","))
     au, tp, table = drift(s, ks[-1])
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(table.round(1))
+    common.print_wide(table.round(1), 30)
     marked = s[s["emulator_limited"]]
     for _, r in marked.iterrows():
         print(f"emulator-limited: {r['point_id']} ({r['emulator_reason']})")
@@ -192,6 +197,18 @@ def main() -> int:
     print(f"largest AU deviation beyond the points' own 95 % intervals: "
           f"{beyond_intervals(s, ks[-1]):.2f} points")
     print(f"DRIFT au_points={au:.2f} throughput_pct={tp:.2f}")
+
+
+def main() -> int:
+    """Run the scenarios at every k, print the table and the drift."""
+    args = parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    f = write_experiment(args, out)
+    plan = plan_mod.load(f)
+    run(args, f, out)
+    report.build(out, plan)
+    print_report(common.read_summary(out), args, out)
     return 0
 
 

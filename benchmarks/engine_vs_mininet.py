@@ -19,19 +19,18 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from pyroute2 import IPRoute, netns
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from testbed import topology  # noqa: E402
-from testbed.network import path_metrics  # noqa: E402
-from testbed.network.engine import Network  # noqa: E402
+import common  # noqa: F401  (this checkout's testbed first on sys.path)
+from testbed import topology
+from testbed.network import path_metrics
+from testbed.network.engine import Network
+from testbed.paths import REPO
 
 
 def engine_once(workers: int) -> float:
+    """Seconds to set up and tear down the apn topology with the testbed's engine."""
     t0 = time.perf_counter()
     with Network(topology.build("apn", {"workers": workers, "distance_km": 3000,
                                         "rate": "10gbit"})):
@@ -40,7 +39,8 @@ def engine_once(workers: int) -> float:
 
 
 def mininet_once(workers: int) -> float:
-    argv = ["mn", "--custom", str(ROOT / "topologies" / "apn.py"),
+    """Seconds for Mininet (`mn`) to set up, configure and clean up the same topology."""
+    argv = ["mn", "--custom", str(REPO / "topologies" / "apn.py"),
             "--topo", f"apn,workers={workers},distance_km=3000,rate=10gbit",
             "--link", "fibre", "--switch", "lxbr", "--controller", "none", "--test", "none"]
     t0 = time.perf_counter()
@@ -52,6 +52,7 @@ def mininet_once(workers: int) -> float:
 
 
 def raw_veth_goodput(seconds: float) -> float:
+    """One TCP flow's goodput (Mbit/s) over a bare veth pair between two namespaces."""
     a, b = "tbbe01-rawa", "tbbe01-rawb"
     for n in (a, b):
         netns.create(n)
@@ -70,26 +71,22 @@ def raw_veth_goodput(seconds: float) -> float:
 
 
 def fibre_goodput(seconds: float) -> float:
+    """One TCP flow's goodput (Mbit/s) through the emulated fibre at 0 km."""
     topo = topology.build("apn", {"workers": 1, "distance_km": 0, "rate": "100gbit"})
     with Network(topo) as net:
         return path_metrics.tcp_goodput(net.namespace("srv"), net.namespace("w1"),
-                                        net.address("w1"), seconds=seconds)
+                                   net.address("w1"), seconds=seconds)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=5.0)
-    args = ap.parse_args()
-
+def setup_times(workers: int, reps: int) -> None:
+    """Setup + teardown of the engine and of Mininet (when installed), medians."""
     ours, theirs = [], []
     have_mn = shutil.which("mn") is not None
-    for _ in range(args.reps):
-        ours.append(engine_once(args.workers))
+    for _ in range(reps):
+        ours.append(engine_once(workers))
         if have_mn:
-            theirs.append(mininet_once(args.workers))
-    print(f"apn topology, {args.workers} workers, setup+teardown, {args.reps} reps (median):")
+            theirs.append(mininet_once(workers))
+    print(f"apn topology, {workers} workers, setup+teardown, {reps} reps (median):")
     print(f"  testbed engine : {statistics.median(ours):7.2f} s   {['%.2f' % x for x in ours]}")
     if have_mn:
         print(f"  mininet (mn)   : {statistics.median(theirs):7.2f} s   "
@@ -98,16 +95,30 @@ def main() -> int:
     else:
         print("  mininet: `mn` not installed (apt-get install mininet)")
 
+
+def goodputs(seconds: float, reps: int) -> None:
+    """One flow through a raw veth pair and through the fibre, alternated, medians."""
     fib, raw = [], []
-    for _ in range(args.reps):
-        raw.append(raw_veth_goodput(args.seconds))
-        fib.append(fibre_goodput(args.seconds))
-    print(f"one TCP flow, {args.seconds:g} s each, {args.reps} reps alternated (median):")
+    for _ in range(reps):
+        raw.append(raw_veth_goodput(seconds))
+        fib.append(fibre_goodput(seconds))
+    print(f"one TCP flow, {seconds:g} s each, {reps} reps alternated (median):")
     print(f"  raw veth pair            : {statistics.median(raw) / 1000:6.2f} Gbit/s "
           f"{['%.2f' % (x / 1000) for x in raw]}")
     print(f"  fibre at 0 km (htb+netem): {statistics.median(fib) / 1000:6.2f} Gbit/s "
           f"{['%.2f' % (x / 1000) for x in fib]}")
     print(f"  ratio fibre/raw: {statistics.median(fib) / statistics.median(raw):.2f}")
+
+
+def main() -> int:
+    """Both comparisons, one after the other."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    args = ap.parse_args()
+    setup_times(args.workers, args.reps)
+    goodputs(args.seconds, args.reps)
     return 0
 
 

@@ -22,25 +22,21 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from testbed import topology, workload  # noqa: E402
-from testbed.network.engine import Network  # noqa: E402
-from testbed.services.nfs import NfsMount, NfsServer  # noqa: E402
-from testbed.spec import MountSpec  # noqa: E402
+import common
+from testbed import topology, workload
+from testbed.network.engine import Network
+from testbed.services.nfs import NfsMount, NfsServer
+from testbed.spec import MountSpec
 
 TUNED = MountSpec(nconnect=4, read_ahead_kb=16384)
 
 
-def drop_caches() -> None:
-    Path("/proc/sys/vm/drop_caches").write_text("3")
-
-
 def fio_MB_s(root: Path, jobs: int) -> float:
+    """fio's read rate (MB/s) over every sample file in root once, cold, the files split
+    between `jobs` jobs."""
     files = sorted(p.name for p in root.glob("sample_*"))
     argv = ["fio", "--output-format=json", "--ioengine=psync", "--rw=read", "--bs=1M",
             "--direct=0", "--invalidate=0", "--group_reporting", f"--directory={root}",
@@ -49,7 +45,7 @@ def fio_MB_s(root: Path, jobs: int) -> float:
         share = files[j::jobs]
         argv += [f"--name=j{j}", f"--filename={':'.join(share)}",
                  "--file_service_type=sequential"]
-    drop_caches()
+    common.drop_caches()
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600)
     job = json.loads(out.stdout)["jobs"][0]
     return float(job["read"]["bw_bytes"]) / 1e6
@@ -65,7 +61,7 @@ def loader_MB_s(root: Path, jobs: int) -> float:
     spec = workload.WorkloadSpec(batch=jobs, compute_ms=0, readers=jobs, prefetch=2,
                                  shuffle=False, measure_s=0.5, measure_max_s=0.5,
                                  warmup_max_s=0.5, min_steps=max(2, steps))
-    drop_caches()
+    common.drop_caches()
     run = workload.run_loader(root, spec)
     if run.error:
         raise SystemExit(f"loader: {run.error}")
@@ -81,13 +77,13 @@ def measure(read: Callable[[Callable[[Path, int], float]], float], reps: int
     fio: list[float] = []
     ours: list[float] = []
     for rep in range(reps):
-        order = [(fio, fio_MB_s), (ours, loader_MB_s)]
-        for out, tool in order if rep % 2 == 0 else order[::-1]:
+        for out, tool in common.alternate([(fio, fio_MB_s), (ours, loader_MB_s)], rep):
             out.append(read(tool))
     return fio, ours
 
 
 def main() -> None:
+    """Read the files locally and over NFS at each distance with both tools."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--files", type=int, default=64)
     ap.add_argument("--mib", type=int, default=4)
@@ -107,6 +103,7 @@ def main() -> None:
         server = net.enter(NfsServer(net, "srv", data))
 
         def over_nfs(tool: Callable[[Path, int], float]) -> float:
+            """The tool's read rate through a fresh tuned mount of the data."""
             with NfsMount(net, "w1", server, TUNED) as m:
                 return tool(m.path, args.jobs)
 

@@ -20,14 +20,12 @@ repetitions alternating the order.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from testbed import topology  # noqa: E402
-from testbed.network import iperf, offload  # noqa: E402
-from testbed.network.engine import Network  # noqa: E402
+import common
+from testbed import topology
+from testbed.network import iperf, offload
+from testbed.network.engine import Network
+from testbed.procfs import busy_pct, cpu_times
 
 TSO_GSO_OFF = {"tx-tcp-segmentation": False, "tx-generic-segmentation": False}
 TSO_GSO_ON = {"tx-tcp-segmentation": True, "tx-generic-segmentation": True}
@@ -42,17 +40,15 @@ CASES = (
 SETTINGS = ("kernel defaults", "TSO+GSO off, sender", "testbed (frames)")
 
 
-def cpu_times() -> tuple[float, float]:
-    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(fields) - fields[3] - fields[4], sum(fields)
-
-
 def host_ifname(net: Network, host: str) -> str:
+    """The host's one interface (not lo)."""
     return next(l.get_attr("IFLA_IFNAME") for l in net.ipr(host).get_links()
                 if l.get_attr("IFLA_IFNAME") != "lo")
 
 
 def apply(net: Network, setting: str, sender: str) -> None:
+    """Put every host and switch port in one of SETTINGS (the sender's own interface
+    is the one "TSO+GSO off, sender" changes)."""
     offload.follow(net, frames=setting == "testbed (frames)")
     for host in net.hosts:
         wanted = TSO_GSO_OFF if setting.startswith("TSO") and host == sender else TSO_GSO_ON
@@ -60,7 +56,19 @@ def apply(net: Network, setting: str, sender: str) -> None:
         net.tcp.sysctl(host, "net/ipv4/route/flush", "1")
 
 
+def frames_per_packet(net: Network, fibre: tuple[str, str], sender: str, receiver: str,
+                      seconds: float) -> str:
+    """One flow's frames per packet at the sender-side fibre end and its rate, as a cell."""
+    way = 0 if sender == "srv" else 1
+    before = net.read_fibre(*fibre)[way]
+    flow = iperf.run(net, sender, receiver, seconds=seconds)
+    after = net.read_fibre(*fibre)[way]
+    fpp = (after.sent_pkts - before.sent_pkts) / max(1, after.sent_skbs - before.sent_skbs)
+    return f"{fpp:6.2f} frames/pkt {flow.mbit:7.1f} Mbit/s"
+
+
 def part1(seconds: float) -> None:
+    """Frames per packet and rate per topology, flow and setting."""
     print("frames per packet at the sender-side fibre end, 1,000 km, 1 Gbit/s, 0.1 % loss")
     print(f"{'topology':10} {'flow':9} " + " ".join(f"{s:>30}" for s in SETTINGS))
     for name, params, fibre, flows in CASES:
@@ -69,38 +77,32 @@ def part1(seconds: float) -> None:
                 cells = []
                 for setting in SETTINGS:
                     apply(net, setting, sender)
-                    way = 0 if sender == "srv" else 1
-                    before = net.read_fibre(*fibre)[way]
-                    flow = iperf.run(net, sender, receiver, seconds=seconds)
-                    after = net.read_fibre(*fibre)[way]
-                    fpp = (after.sent_pkts - before.sent_pkts) / \
-                        max(1, after.sent_skbs - before.sent_skbs)
-                    cells.append(f"{fpp:6.2f} frames/pkt {flow.mbit:7.1f} Mbit/s")
+                    cells.append(frames_per_packet(net, fibre, sender, receiver, seconds))
                 print(f"{name:10} {sender + '->' + receiver:9} "
                       + " ".join(f"{c:>30}" for c in cells), flush=True)
 
 
 def part2(seconds: float, reps: int) -> None:
+    """Rate and guest CPU of full-size packets vs single frames at 0 km, both ways."""
     print("\ncost at 0 km: one iperf3 flow, full-size packets vs single frames")
     print(f"{'rate':7} {'rep':>3} {'packets':12} {'flow':8} {'Mbit/s':>8} {'guest CPU %':>11}")
     for rate in ("10gbit", "1gbit"):
         with Network(topology.build("apn", {"workers": 1, "distance_km": 0,
                                             "rate": rate})) as net:
             for rep in range(reps):
-                order = (False, True) if rep % 2 == 0 else (True, False)
-                for frames in order:
+                for frames in common.alternate((False, True), rep):
                     offload.follow(net, frames=frames)
                     for sender, receiver in (("srv", "w1"), ("w1", "srv")):
-                        busy0, total0 = cpu_times()
+                        before = cpu_times()
                         flow = iperf.run(net, sender, receiver, seconds=seconds)
-                        busy1, total1 = cpu_times()
-                        cpu = 100 * (busy1 - busy0) / max(1.0, total1 - total0)
+                        cpu = busy_pct(before, cpu_times())
                         print(f"{rate:7} {rep:>3} {'frames' if frames else 'full-size':12} "
                               f"{sender + '->' + receiver:8} {flow.mbit:>8.1f} {cpu:>11.0f}",
                               flush=True)
 
 
 def main() -> int:
+    """Both parts, one after the other."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--reps", type=int, default=2)

@@ -32,7 +32,9 @@ from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parent.parent
+import common
+from testbed.paths import REPO, RESULTS
+
 SWEEP = """
 name = "parallel-sweep"
 topology = "apn"
@@ -83,55 +85,65 @@ def run_sweep(sweep: Path, out: Path, parallel: int) -> float:
     log = out.with_suffix(".log")
     t0 = time.monotonic()
     with open(log, "wb") as fh:
-        proc = subprocess.run([str(REPO / ".venv" / "bin" / "testbed"), "run", str(sweep),
-                               "--parallel", str(parallel), "--out", str(out)], cwd=REPO,
-                              stdout=fh, stderr=subprocess.STDOUT, timeout=3600)
+        proc = common.run_testbed(["run", str(sweep), "--parallel", str(parallel),
+                                   "--out", str(out)],
+                                  stdout=fh, stderr=subprocess.STDOUT, timeout=3600)
     took = time.monotonic() - t0
-    if proc.returncode not in (0, 1):
+    if common.run_failed(proc.returncode):
         sys.exit(f"parallel_sweep: --parallel {parallel} failed ({proc.returncode}); see {log}")
     return took
 
 
 def load(out: Path, name: str) -> pd.DataFrame:
     """A run's AU and emulator mark per point."""
-    s = pd.read_csv(out / "summary.csv")
-    s["emulator_limited"] = s["emulator_limited"].astype(str).str.lower() == "true"
+    s = common.read_summary(out)
     return s.set_index("point_id")[["au_pct", "emulator_limited"]].add_suffix(f"_{name}")
 
 
-def main() -> int:
-    """Run the sweep at --parallel 1 and 2 (per round) and print the comparison."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=1, help="rounds (the 2nd in reverse order)")
-    ap.add_argument("--out", default=str(REPO / "results" / "parallel-sweep"))
-    args = ap.parse_args()
-    base = Path(args.out)
-    base.mkdir(parents=True, exist_ok=True)
-    sweep = base / "sweep.toml"
-    sweep.write_text(SWEEP)
-    print(f"before: {others()}", flush=True)
+def run_rounds(sweep: Path, base: Path, rounds: int) -> dict[str, float]:
+    """The sweep at --parallel 1 and 2 per round (every other round in reverse order):
+    wall time per run, by run name pNrR."""
     took: dict[str, float] = {}
-    for r in range(args.rounds):
-        for n in ((1, 2) if r % 2 == 0 else (2, 1)):
+    for r in range(rounds):
+        for n in common.alternate((1, 2), r):
             name = f"p{n}r{r}"
             took[name] = run_sweep(sweep, base / name, n)
             print(f"--parallel {n} (round {r}): {took[name]:.0f} s; now {others()}",
                   flush=True)
+    return took
+
+
+def compare(base: Path, took: dict[str, float], rounds: int) -> None:
+    """AU per point per run, the wall times, the rerun spread and the PARALLEL line."""
     df = pd.concat([load(base / n, n) for n in took], axis=1, join="inner")
     marked = df[[f"emulator_limited_{n}" for n in took]].any(axis=1)
     clean = df[~marked]
     au = {n: clean[[f"au_pct_{k}" for k in took if k.startswith(f"p{n}")]] for n in (1, 2)}
     worst = float((au[1].mean(axis=1) - au[2].mean(axis=1)).abs().max())
     spread = max(float((a.max(axis=1) - a.min(axis=1)).max()) for a in au.values())
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(df.round(1))
+    common.print_wide(df.round(1), 20)
     p1 = sum(v for k, v in took.items() if k.startswith("p1"))
     p2 = sum(v for k, v in took.items() if k.startswith("p2"))
     print(f"wall time: --parallel 1 {p1:.0f} s, --parallel 2 {p2:.0f} s; "
           f"{int(marked.sum())} of {len(df)} points marked emulator-limited in some run")
-    if args.rounds > 1:
+    if rounds > 1:
         print(f"reruns at the same --parallel differ by up to {spread:.2f} AU points")
     print(f"PARALLEL speedup={p1 / p2:.2f} au_points={worst:.2f}")
+
+
+def main() -> int:
+    """Run the sweep at --parallel 1 and 2 (per round) and print the comparison."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=1, help="rounds (the 2nd in reverse order)")
+    ap.add_argument("--out", default=str(RESULTS / "parallel-sweep"))
+    args = ap.parse_args()
+    base = Path(args.out)
+    base.mkdir(parents=True, exist_ok=True)
+    sweep = base / "sweep.toml"
+    sweep.write_text(SWEEP)
+    print(f"before: {others()}", flush=True)
+    took = run_rounds(sweep, base, args.rounds)
+    compare(base, took, args.rounds)
     return 0
 
 

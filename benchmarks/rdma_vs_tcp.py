@@ -24,40 +24,25 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import platform
 import statistics
-import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from testbed import topology  # noqa: E402
-from testbed.network.engine import Network  # noqa: E402
-from testbed.results import window_bound_MB_s  # noqa: E402
-from testbed.services.nfs import NfsMount, NfsServer  # noqa: E402
-from testbed.services.rdma import rdma_site  # noqa: E402
-from testbed.spec import MountSpec, NfsServerSpec, parse_rate  # noqa: E402
+import common
+from testbed import topology
+from testbed.network.engine import Network
+from testbed.services.nfs import NfsMount, NfsServer
+from testbed.services.rdma import rdma_site
+from testbed.spec import FibreSpec, MountSpec, NfsServerSpec, parse_rate
 
 READ_BYTES = 1 << 20
 RXE_UNACKED_PACKETS = 128  # RXE_MAX_UNACKED_PSNS
 
 
-def cold_read(paths: list[Path]) -> tuple[int, float]:
-    """(bytes, seconds) reading every file once after dropping the page cache."""
-    Path("/proc/sys/vm/drop_caches").write_text("3")
-    buf = bytearray(READ_BYTES)
-    total = 0
-    t0 = time.monotonic()
-    for path in paths:
-        with open(path, "rb", buffering=0) as fh:
-            while n := fh.readinto(buf):
-                total += n
-    return total, time.monotonic() - t0
-
-
 def machine() -> str:
+    """What the figures were measured on: the kernel and how it runs, the CPUs, the date."""
     cpu = "unknown CPU"
     try:
         cpu = next(line.split(":", 1)[1].strip()
@@ -75,6 +60,17 @@ def roce_mtu(link_mtu: int) -> int:
     """The RoCE path MTU soft-RoCE picks on a link: the largest InfiniBand MTU that fits in
     the Ethernet MTU after its headers (IP, UDP, BTH, ICRC: 1,500 -> 1,024; 9,000 -> 4,096)."""
     return max(m for m in (256, 512, 1024, 2048, 4096) if m <= link_mtu - 80)
+
+
+def tcp_bound_MB_s(read_ahead_kb: int, file_bytes: int, rtt_ms: float) -> float:
+    """What one sequential reader's window allows over NFS/TCP: two read-ahead windows in
+    flight (each the read-ahead, or one READ_BYTES read if larger), per RTT, plus one round
+    trip per file for its OPEN."""
+    if rtt_ms <= 0:
+        return math.inf
+    window = 2 * max(read_ahead_kb * 1024, READ_BYTES)
+    rounds = 1 + math.ceil(file_bytes / window)
+    return file_bytes / (rounds * rtt_ms / 1000.0) / 1e6
 
 
 def rxe_bound_MB_s(link_mtu: int, rtt_ms: float) -> float:
@@ -96,7 +92,8 @@ def set_mtu(net: Network, mtu: int) -> None:
                 ipr.link("set", index=link["index"], mtu=mtu)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The benchmark's options."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--km", default="0,1000,3000", help="distances (default 0,1000,3000)")
     ap.add_argument("--rate", default="1gbit", help="fibre rate (default 1gbit)")
@@ -108,58 +105,65 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=8, help="nfsd threads (default 8)")
     ap.add_argument("--mtu", type=int, default=1500,
                     help="fibre MTU (default 1500; 9000 lets soft-RoCE use 4 KiB packets)")
-    args = ap.parse_args()
-    distances = [float(x) for x in args.km.split(",")]
+    return ap.parse_args()
+
+
+def print_header(args: argparse.Namespace, link_MB_s: float) -> None:
+    """The machine, what is read how, the bounds and the table's column names."""
+    print(f"NFS/TCP vs NFS/RDMA (soft-RoCE), {machine()}")
+    print(f"{args.files} x {args.mib} MiB read cold in 1 MiB reads, apn 1 worker, link "
+          f"{args.rate} ({link_MB_s:.0f} MB/s), MTU {args.mtu} (RoCE {roce_mtu(args.mtu)}), "
+          f"NFSv4.2 rsize 1 MiB, read-ahead {args.read_ahead_kb} KiB, {args.threads} nfsd "
+          f"threads, median of {args.reps}")
+    print("bounds: tcp = min(link, read-ahead window / RTT); rdma = min(link, soft-RoCE's "
+          "128 unacknowledged packets / RTT)")
+    print(f"{'km':>6} {'RTT ms':>7} {'tcp MB/s':>9} {'rdma MB/s':>10} {'rdma/tcp':>9} "
+          f"{'tcp bound':>10} {'rdma bound':>11}")
+
+
+def read_both(net: Network, server: NfsServer, paths: list[str], args: argparse.Namespace
+              ) -> dict[str, list[float]]:
+    """MB/s per repetition of the files read cold over each transport (a fresh mount
+    each time; which goes first alternates between repetitions)."""
+    got: dict[str, list[float]] = {"tcp": [], "rdma": []}
+    for rep in range(args.reps):
+        for transport in common.alternate(("tcp", "rdma"), rep):
+            mspec = MountSpec(transport=transport, read_ahead_kb=args.read_ahead_kb)
+            with NfsMount(net, "w1", server, mspec) as m:
+                if m.options()["proto"] != transport:
+                    raise SystemExit(f"mount is {m.options()['proto']}, not {transport}")
+                nbytes, seconds = common.cold_read([m.path / n for n in paths], READ_BYTES)
+            got[transport].append(nbytes / 1e6 / seconds)
+    return got
+
+
+def print_row(km: float, spec: FibreSpec, got: dict[str, list[float]],
+              args: argparse.Namespace, link_MB_s: float) -> None:
+    """One distance's medians next to each transport's bound."""
+    tcp, rdma = statistics.median(got["tcp"]), statistics.median(got["rdma"])
+    bound = min(link_MB_s, tcp_bound_MB_s(args.read_ahead_kb, args.mib << 20, spec.rtt_ms))
+    rbound = min(link_MB_s, rxe_bound_MB_s(args.mtu, spec.rtt_ms))
+    print(f"{km:>6.0f} {spec.rtt_ms:>7.2f} {tcp:>9.1f} {rdma:>10.1f} "
+          f"{rdma / tcp:>9.2f} {bound:>10.1f} {rbound:>11.1f}", flush=True)
+
+
+def main() -> None:
+    """Read the files over TCP and RDMA at each distance and print them against the bounds."""
+    args = parse_args()
     link_MB_s = parse_rate(args.rate) / 8
     topo = topology.build("apn", {"workers": 1, "distance_km": 0, "rate": args.rate,
                                   "mtu": args.mtu})
     with Network(topo) as net:
-        data = net.run_dir / "data"
-        data.mkdir()
         names = [f"f{i:02d}.bin" for i in range(args.files)]
-
-        def remove_data() -> None:
-            for name in names:
-                (data / name).unlink(missing_ok=True)
-            data.rmdir()
-
-        net.callback(remove_data)
-        for name in names:
-            with open(data / name, "wb") as fh:
-                for _ in range(args.mib):
-                    fh.write(os.urandom(1 << 20))
+        data = common.random_files(net, names, args.mib)
         if args.mtu != 1500:
             set_mtu(net, args.mtu)
         server = net.enter(NfsServer(net, "srv", data, NfsServerSpec(threads=args.threads)))
         rdma_site(net, server, ["w1"])
-        print(f"NFS/TCP vs NFS/RDMA (soft-RoCE), {machine()}")
-        print(f"{args.files} x {args.mib} MiB read cold in 1 MiB reads, apn 1 worker, link "
-              f"{args.rate} ({link_MB_s:.0f} MB/s), MTU {args.mtu} (RoCE {roce_mtu(args.mtu)}), "
-              f"NFSv4.2 rsize 1 MiB, read-ahead {args.read_ahead_kb} KiB, {args.threads} nfsd "
-              f"threads, median of {args.reps}")
-        print("bounds: tcp = min(link, read-ahead window / RTT); rdma = min(link, soft-RoCE's "
-              "128 unacknowledged packets / RTT)")
-        print(f"{'km':>6} {'RTT ms':>7} {'tcp MB/s':>9} {'rdma MB/s':>10} {'rdma/tcp':>9} "
-              f"{'tcp bound':>10} {'rdma bound':>11}")
-        for km in distances:
+        print_header(args, link_MB_s)
+        for km in (float(x) for x in args.km.split(",")):
             spec = net.set_fibre("srv", "s1", distance_km=km)
-            got: dict[str, list[float]] = {"tcp": [], "rdma": []}
-            for rep in range(args.reps):
-                order = ("tcp", "rdma") if rep % 2 == 0 else ("rdma", "tcp")
-                for transport in order:
-                    mspec = MountSpec(transport=transport, read_ahead_kb=args.read_ahead_kb)
-                    with NfsMount(net, "w1", server, mspec) as m:
-                        if m.options()["proto"] != transport:
-                            raise SystemExit(f"mount is {m.options()['proto']}, not {transport}")
-                        nbytes, seconds = cold_read([m.path / n for n in names])
-                    got[transport].append(nbytes / 1e6 / seconds)
-            tcp, rdma = statistics.median(got["tcp"]), statistics.median(got["rdma"])
-            bound = min(link_MB_s, window_bound_MB_s(1, 1 << 20, args.read_ahead_kb,
-                                                     args.mib << 20, spec.rtt_ms, READ_BYTES,
-                                                     meta_rtts=1))
-            rbound = min(link_MB_s, rxe_bound_MB_s(args.mtu, spec.rtt_ms))
-            print(f"{km:>6.0f} {spec.rtt_ms:>7.2f} {tcp:>9.1f} {rdma:>10.1f} "
-                  f"{rdma / tcp:>9.2f} {bound:>10.1f} {rbound:>11.1f}", flush=True)
+            print_row(km, spec, read_both(net, server, names, args), args, link_MB_s)
 
 
 if __name__ == "__main__":

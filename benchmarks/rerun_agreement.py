@@ -33,7 +33,9 @@ from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parent.parent
+import common
+from testbed.paths import LAB, REPO, RESULTS
+
 CG1 = Path("/sys/fs/cgroup/cpu")
 CG2 = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
@@ -59,7 +61,7 @@ def run_demo(out: Path, cgroup: Path | None, params: list[str]) -> float:
     The demo's printed report is kept in out/report.txt."""
     shutil.rmtree(out, ignore_errors=True)
     extra = "".join(f" -p {shlex.quote(p)}" for p in params)
-    cmd = f"exec {REPO}/lab/run .venv/bin/testbed demo --out {out}{extra}"
+    cmd = f"exec {LAB}/run .venv/bin/testbed demo --out {out}{extra}"
     if cgroup is not None:
         tasks = cgroup / ("tasks" if (cgroup / "tasks").exists() else "cgroup.procs")
         cmd = f"echo $$ > {tasks}; " + cmd
@@ -68,15 +70,14 @@ def run_demo(out: Path, cgroup: Path | None, params: list[str]) -> float:
                           stderr=subprocess.PIPE, text=True, timeout=3600)
     if out.is_dir():  # the demo's own report, as README's first command prints it
         (out / "report.txt").write_text(proc.stdout)
-    if proc.returncode not in (0, 1):
+    if common.run_failed(proc.returncode):
         sys.exit(f"rerun_agreement: demo failed ({proc.returncode}): {proc.stderr[-500:]}")
     return time.monotonic() - t0
 
 
 def load(out: Path, run: str) -> pd.DataFrame:
     """A run's per-point summary, indexed by (point, site)."""
-    s = pd.read_csv(out / "summary.csv")
-    s["emulator_limited"] = s["emulator_limited"].astype(str).str.lower() == "true"
+    s = common.read_summary(out)
     return s.set_index(["point_id", "site"])[["au_pct", "au_pct_ci", "emulator_limited",
                                               "limited_by"]].add_suffix(f"_{run}")
 
@@ -91,35 +92,45 @@ def host_wait(out: Path) -> str:
     return f"host wait: median {w.median():.1f} %, max {w.max():.1f} % of a point's time"
 
 
-def main() -> int:
-    """Run the three demos and print the comparison."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quota", type=float, default=0.5, help="CPU share of the third run")
-    ap.add_argument("--out", default=str(REPO / "results" / "rerun-agreement"))
-    ap.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
-                    help="a knob for every demo (testbed demo -p)")
-    args = ap.parse_args()
-    base = Path(args.out)
-    runs = {"a": None, "b": None, f"cpu{args.quota:g}": args.quota}
-    took = {}
+def run_all(base: Path, runs: dict[str, float | None], params: list[str]) -> None:
+    """Each demo run in turn (the quota'd one in its cgroup, removed after), with a line
+    per run: its wall time and how long its lab kernel waited for a host CPU."""
     for name, quota in runs.items():
         cg = make_cgroup(quota) if quota else None
         try:
-            took[name] = run_demo(base / name, cg, args.param)
+            took = run_demo(base / name, cg, params)
         finally:
             if cg is not None:
                 cg.rmdir()
-        print(f"run {name}: {took[name]:.0f} s; {host_wait(base / name)}", flush=True)
+        print(f"run {name}: {took:.0f} s; {host_wait(base / name)}", flush=True)
+
+
+def compare(base: Path, runs: dict[str, float | None], params: list[str]) -> None:
+    """AU per run and mark over the points all runs measured, then the AGREEMENT line:
+    the largest AU difference between two runs over the points no run marked."""
     df = pd.concat([load(base / n, n) for n in runs], axis=1, join="inner")
     marked = df[[f"emulator_limited_{n}" for n in runs]].any(axis=1)
     clean = df[~marked]
     worst = max((float((clean[f"au_pct_{a}"] - clean[f"au_pct_{b}"]).abs().max())
                  for a, b in itertools.combinations(runs, 2)), default=float("nan"))
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(df[[c for n in runs for c in (f"au_pct_{n}", f"limited_by_{n}")]].round(1))
-    if args.param:
-        print(f"demo with: {' '.join(args.param)}")
+    common.print_wide(df[[c for n in runs for c in (f"au_pct_{n}", f"limited_by_{n}")]]
+                      .round(1), 20)
+    if params:
+        print(f"demo with: {' '.join(params)}")
     print(f"AGREEMENT au_points={worst:.2f} marked={int(marked.sum())}")
+
+
+def main() -> int:
+    """Run the three demos and print the comparison."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quota", type=float, default=0.5, help="CPU share of the third run")
+    ap.add_argument("--out", default=str(RESULTS / "rerun-agreement"))
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
+                    help="a knob for every demo (testbed demo -p)")
+    args = ap.parse_args()
+    runs: dict[str, float | None] = {"a": None, "b": None, f"cpu{args.quota:g}": args.quota}
+    run_all(Path(args.out), runs, args.param)
+    compare(Path(args.out), runs, args.param)
     return 0
 
 

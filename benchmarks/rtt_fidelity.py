@@ -18,31 +18,26 @@ import argparse
 import math
 import re
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from testbed import topology  # noqa: E402
-from testbed.network.engine import Network  # noqa: E402
-from testbed.packets import probe as probe_mod  # noqa: E402
+import common  # noqa: F401  (this checkout's testbed first on sys.path)
+from testbed import topology
+from testbed.network.engine import Network
+from testbed.packets import probe as probe_mod
+from testbed.procfs import busy_pct, cpu_times
 
 DISTANCES_KM = (0, 60, 1000, 3000)
 MEAN_GOAL = (0.02, 0.2)  # fraction of the RTT, or ms, whichever is larger
 P99_GOAL = 0.05
 
 
-def cpu_times() -> tuple[float, float]:
-    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(fields) - fields[3] - fields[4], sum(fields)
-
-
 def percentile(xs: list[float], q: float) -> float:
+    """The q-quantile of xs by nearest rank."""
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
 def verdict(rtt_ms: float, mean_ms: float, p99_ms: float) -> str:
+    """Whether the mean and p99 meet the goals for a configured RTT, in words."""
     mean_ok = abs(mean_ms - rtt_ms) <= max(MEAN_GOAL[0] * rtt_ms, MEAN_GOAL[1])
     if rtt_ms <= 0:  # 5 % of nothing: no emulator meets it, so it is not a goal here
         return f"mean {'ok' if mean_ok else 'MISS'}, p99 n/a"
@@ -51,12 +46,31 @@ def verdict(rtt_ms: float, mean_ms: float, p99_ms: float) -> str:
 
 
 def ping(net: Network, count: int) -> list[float]:
+    """Round trips (ms) of `count` pings w1 -> srv, one every millisecond."""
     out = net.procs.run("w1", ["ping", "-n", "-c", str(count), "-i", "0.001",
                          net.address("srv")], timeout=count * 0.01 + 60).stdout
     return [float(x) for x in re.findall(r"time=([\d.]+)", out)]
 
 
+def measure(net: Network, count: int, rtt: float) -> list[tuple[str, list[float], float, str]]:
+    """(method, round trips in ms, guest CPU busy %, what else to say) for ping and for
+    the probe, one after the other on the current fibre."""
+    t0 = cpu_times()
+    pings = ping(net, count)
+    t1 = cpu_times()
+    rep = probe_mod.probe(net.namespace("w1"), net.namespace("srv"),
+                          net.address("srv"), count=count, src="w1", dst="srv")
+    t2 = cpu_times()
+    return [("ping", pings, busy_pct(t0, t1), ""),
+            ("probe", rep.rtt_ms, busy_pct(t1, t2),
+             f"; {rep.stalls} stalls > {probe_mod.STALL_MS:g} ms, {rep.stalled} "
+             f"replies in flight then, without them p99 "
+             f"{rep.clear(0.99) - rtt:+.3f}, kernel send times "
+             f"{rep.kernel_sent}/{rep.sent}")]
+
+
 def main() -> int:
+    """Measure every distance by ping and by the probe and print them against the goals."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=2000)
     args = ap.parse_args()
@@ -69,19 +83,7 @@ def main() -> int:
                                         "rate": "1gbit"})) as net:
         for km in DISTANCES_KM:
             rtt = net.set_fibre("srv", "s1", distance_km=km).rtt_ms
-            busy0, total0 = cpu_times()
-            pings = ping(net, args.count)
-            busy1, total1 = cpu_times()
-            rep = probe_mod.probe(net.namespace("w1"), net.namespace("srv"),
-                                  net.address("srv"), count=args.count, src="w1", dst="srv")
-            busy2, total2 = cpu_times()
-            rows = (("ping", pings, 100 * (busy1 - busy0) / max(1.0, total1 - total0), ""),
-                    ("probe", rep.rtt_ms, 100 * (busy2 - busy1) / max(1.0, total2 - total1),
-                     f"; {rep.stalls} stalls > {probe_mod.STALL_MS:g} ms, {rep.stalled} "
-                     f"replies in flight then, without them p99 "
-                     f"{rep.clear(0.99) - rtt:+.3f}, kernel send times "
-                     f"{rep.kernel_sent}/{rep.sent}"))
-            for method, xs, cpu, extra in rows:
+            for method, xs, cpu, extra in measure(net, args.count, rtt):
                 mean, p99 = statistics.fmean(xs), percentile(xs, 0.99)
                 print(f"{km:>5} {rtt:>7.3f} {method:6} {mean - rtt:>+7.3f} "
                       f"{statistics.median(xs) - rtt:>+7.3f} {p99 - rtt:>+7.3f} "

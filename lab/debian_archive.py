@@ -23,6 +23,7 @@ class ArchiveError(Exception):
 
 
 def get(url: str) -> bytes:
+    """The body at `url` (an ArchiveError if it cannot be downloaded)."""
     try:
         with urllib.request.urlopen(url, timeout=120) as resp:
             return resp.read()
@@ -31,6 +32,7 @@ def get(url: str) -> bytes:
 
 
 def check(data: bytes, sha256: str, what: str) -> bytes:
+    """`data` if its SHA-256 is `sha256`, else an ArchiveError naming `what`."""
     if hashlib.sha256(data).hexdigest() != sha256:
         raise ArchiveError(f"{what}: SHA256 mismatch")
     return data
@@ -69,6 +71,7 @@ class Archive:
     """One suite of one mirror, its package index verified once."""
 
     def __init__(self, mirror: str, suite: str) -> None:
+        """The suite at the mirror; nothing is downloaded yet."""
         self.mirror = mirror.rstrip("/")
         self.suite = suite
         self._packages: str | None = None
@@ -86,6 +89,8 @@ class Archive:
             return path.read_text()
 
     def packages(self, wanted: set[str] | None = None) -> dict[str, dict[str, str]]:
+        """Package name -> fields of the suite's amd64 index (optionally only `wanted`);
+        the index is downloaded and verified on the first call."""
         if self._packages is None:
             release = self.release()
             data = check(get(f"{self.mirror}/dists/{self.suite}/{INDEX}"),

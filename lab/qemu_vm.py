@@ -7,7 +7,7 @@ qemu_argv     the QEMU command line: KVM when usable, else TCG with the flags th
 git_shares    the git directories outside the checkout (a worktree's), shared read-only so
               meta.json records the commit in the guest too;
 run_vm        boots, waits (bounded), kills QEMU by its PID if needed, returns the exit code
-              the guest wrote into the run folder.
+              the guest wrote into the run folder (guest_process).
 
 The checkout is shared both ways with 9p at its host path (security_model=none: files are
 created as the user QEMU runs as; cache=mmap, see above Share why). Only the Python standard
@@ -21,11 +21,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+import guest_process
 
 KVM_GET_API_VERSION = 0xAE00
 KVM_API_VERSION = 12
@@ -57,9 +57,11 @@ class Share:
 
     @property
     def mountpoint(self) -> Path:
+        """Where the guest mounts the share."""
         return self.guest_path or self.path
 
     def cmdline(self) -> str:
+        """The kernel argument that tells the initrd to mount this share."""
         mode = "ro" if self.readonly else "rw"
         return f"apn_share={self.tag},{self.mountpoint},{mode},cache={self.cache}"
 
@@ -189,62 +191,17 @@ def qemu_argv(*, kernel: Path, initrd: Path, disk: Path, init: Path, shares: lis
     return argv
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def run_vm(argv: list[str], run_dir: Path, timeout_s: float, log: Path) -> int:
     """Run QEMU (its stdout is the guest command's output) until the guest powers off or
     timeout_s passes; return the guest command's exit code, 124 on timeout, 125 if the
     guest left none (the tail of the serial console is printed then)."""
-    from guest import RC_NO_RESULT, RC_TIMEOUT
-
     with open(log, "wb") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True)
-    interrupted: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        interrupted.append(signum)
-        _kill(proc)
-
-    old = {sig: signal.signal(sig, on_signal)
-           for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    started = time.monotonic()
+    interrupted, old = guest_process.kill_on_signals(proc)
     try:
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            print(f"lab/run: the lab VM did not finish within {timeout_s:.0f} s; killed QEMU "
-                  f"(PID {proc.pid})", file=sys.stderr)
-            return RC_TIMEOUT
-        _kill(proc)  # nothing of the process group may outlive it
-        if interrupted:
-            print(f"lab/run: interrupted (signal {interrupted[0]}); lab VM killed",
-                  file=sys.stderr)
-            return 128 + interrupted[0]
-        rc_file = run_dir / "rc"
-        if not rc_file.exists():
-            print(f"lab/run: the lab VM stopped (QEMU exit {proc.returncode}) without a "
-                  f"result after {time.monotonic() - started:.0f} s", file=sys.stderr)
-            for path in (log, run_dir / "console.log"):
-                try:
-                    tail = path.read_text(errors="replace").strip().splitlines()[-8:]
-                except OSError:
-                    continue
-                for line in tail:
-                    print(f"lab/run:   {line}", file=sys.stderr)
-            return RC_NO_RESULT
-        text = rc_file.read_text().strip()
-        return int(text) if text.isdigit() else RC_NO_RESULT
+        return guest_process.wait_guest(proc, run_dir, timeout_s, guest_process.QEMU,
+                                        [log, run_dir / "console.log"], interrupted)
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)

@@ -38,12 +38,12 @@ from typing import IO, Any, Sequence
 
 from testbed import launch
 from testbed.errors import SpecError
+from testbed.paths import LAB, LAB_STATE, REPO  # REPO stays importable from here
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parent.parent
-LAB_RUN = REPO / "lab" / "run"
-UML = REPO / ".lab" / "uml" / "linux.uml"
+LAB_RUN = LAB / "run"
+UML = LAB_STATE / "uml" / "linux.uml"
 DEFAULT_MEM = "1536M"     # lab/run's default guest memory (LAB_MEM)
 MEM_MARGIN = 1.15         # a guest's RAM file plus its host-side helpers
 LOAD_SLACK = 0.25         # a CPU counts as free when less than this much of it is busy

@@ -18,7 +18,11 @@ sys.path.insert(0, str(LAB))
 
 import guest  # noqa: E402
 import qemu_vm  # noqa: E402
-import vm_image  # noqa: E402
+import vm_boot  # noqa: E402
+import vm_box  # noqa: E402
+import vm_recipe  # noqa: E402
+import vm_rootfs  # noqa: E402
+from build_step import ImageError  # noqa: E402
 
 
 def load_script(name: str):
@@ -233,21 +237,43 @@ def test_venv_interpreter_outside_usr_is_shared(tmp_path):
 
 def test_recipe_hash_follows_every_part():
     parts = {"provision": "a", "customize": "b"}
-    h = vm_image.recipe_hash(parts)
-    assert h == vm_image.recipe_hash(dict(parts)) and len(h) == 64
-    assert vm_image.recipe_hash({**parts, "customize": "c"}) != h
-    assert vm_image.recipe_hash({**parts, "ca x.crt": ""}) != h
+    h = vm_recipe.recipe_hash(parts)
+    assert h == vm_recipe.recipe_hash(dict(parts)) and len(h) == 64
+    assert vm_recipe.recipe_hash({**parts, "customize": "c"}) != h
+    assert vm_recipe.recipe_hash({**parts, "ca x.crt": ""}) != h
     # a part's boundary matters: moving text between parts changes the hash
-    assert vm_image.recipe_hash({"provision": "ab", "customize": ""}) != \
-        vm_image.recipe_hash({"provision": "a", "customize": "b"})
+    assert vm_recipe.recipe_hash({"provision": "ab", "customize": ""}) != \
+        vm_recipe.recipe_hash({"provision": "a", "customize": "b"})
 
 
 def test_recipe_names_the_lab_packages_and_the_provision_script():
-    parts = vm_image.recipe()
+    parts = vm_recipe.recipe()
     assert parts["provision"] == (LAB / "provision").read_text()
     for pkg in ("openvswitch-testcontroller", "rdma-core", "git", "linux-image-amd64",
                 "grub-pc", "openssh-server"):
         assert pkg in parts["mmdebstrap"]
+
+
+def test_recipe_covers_the_image_scripts(tmp_path, monkeypatch):
+    """The shell scripts the build runs are files under lab/image, read when used: an
+    edited script is a new recipe (and a new box recipe)."""
+    parts = vm_recipe.recipe()
+    assert parts["initrd-init"] == (LAB / "image" / "initrd-init").read_text()
+    assert parts["customize"] == (LAB / "image" / "customize.sh").read_text() % {
+        "label": vm_rootfs.ROOT_LABEL}
+    key = tmp_path / "vagrant.pub"
+    key.write_text("ssh-rsa AAAA vagrant\n")
+    monkeypatch.setattr(vm_box, "vagrant_public_key", lambda: key)
+    before = (vm_recipe.recipe_hash(), vm_box.box_recipe_hash())
+    for module, attr, changes in ((vm_boot, "INITRD_INIT", (True, True)),
+                                  (vm_rootfs, "CUSTOMIZE", (True, True)),
+                                  (vm_box, "BOX_FINALIZE", (False, True))):
+        edited = tmp_path / attr
+        edited.write_text(getattr(module, attr).read_text() + "# edited\n")
+        with monkeypatch.context() as m:
+            m.setattr(module, attr, edited)
+            after = (vm_recipe.recipe_hash(), vm_box.box_recipe_hash())
+        assert tuple(a != b for a, b in zip(after, before)) == changes, attr
 
 
 def test_current_rejects_another_recipe(tmp_path):
@@ -255,12 +281,12 @@ def test_current_rejects_another_recipe(tmp_path):
         (tmp_path / name).write_bytes(b"x")
     (tmp_path / "RELEASE").write_text("6.1.0-57-amd64\n")
     (tmp_path / "RECIPE").write_text("0" * 64 + "\n")
-    assert vm_image.current(tmp_path) is None
-    (tmp_path / "RECIPE").write_text(vm_image.recipe_hash() + "\n")
-    img = vm_image.current(tmp_path)
+    assert vm_recipe.current(tmp_path) is None
+    (tmp_path / "RECIPE").write_text(vm_recipe.recipe_hash() + "\n")
+    img = vm_recipe.current(tmp_path)
     assert img is not None and img.release == "6.1.0-57-amd64"
     (tmp_path / "busybox").unlink()
-    assert vm_image.current(tmp_path) is None
+    assert vm_recipe.current(tmp_path) is None
 
 
 def parse_cpio(data: bytes) -> dict[str, tuple[int, bytes, int]]:
@@ -282,7 +308,7 @@ def parse_cpio(data: bytes) -> dict[str, tuple[int, bytes, int]]:
 
 
 def test_cpio_newc_round_trip():
-    arc = vm_image.cpio_newc([("init", 0o100755, b"#!/bin/sh\n", 0), ("dev", 0o40755, b"", 0),
+    arc = vm_boot.cpio_newc([("init", 0o100755, b"#!/bin/sh\n", 0), ("dev", 0o40755, b"", 0),
                               ("dev/console", 0o20600, b"", (5 << 8) | 1)])
     got = parse_cpio(arc)
     assert got["init"] == (0o100755, b"#!/bin/sh\n", 0)
@@ -309,20 +335,21 @@ def fake_modules(tmp_path: Path) -> Path:
 
 def test_module_closure_loads_dependencies_first(tmp_path):
     d = fake_modules(tmp_path)
-    order = vm_image.module_closure(d, vm_image.INITRD_MODULES)
+    order = vm_boot.module_closure(d, vm_boot.INITRD_MODULES)
     names = [Path(m).name for m in order]
     assert names.index("virtio.ko") < names.index("virtio_pci.ko")
     assert names.index("jbd2.ko") < names.index("ext4.ko")
     assert names.index("9pnet.ko") < names.index("9pnet_virtio.ko") < names.index("9p.ko")
     assert len(names) == len(set(names)) and "crc32c_generic.ko" not in names  # built in
-    with pytest.raises(vm_image.ImageError, match="neither built in"):
-        vm_image.module_closure(d, ("nosuchmod",))
+    with pytest.raises(ImageError, match="neither built in"):
+        vm_boot.module_closure(d, ("nosuchmod",))
 
 
 def test_initrd_holds_init_busybox_and_uncompressed_modules(tmp_path):
     d = fake_modules(tmp_path)
-    got = parse_cpio(vm_image.build_initrd(d, b"BUSYBOX"))
+    got = parse_cpio(vm_boot.build_initrd(d, b"BUSYBOX"))
     assert got["bin/busybox"][1] == b"BUSYBOX" and got["init"][0] == 0o100755
+    assert got["init"][1] == (LAB / "image" / "initrd-init").read_bytes()
     assert got["modules/virtio_blk.ko"][1] == b"module kernel/virtio_blk.ko.xz"
     order = got["modules.order"][1].decode().split()
     assert order[-1] == "9p.ko" and "virtio_blk.ko" in order
@@ -341,11 +368,11 @@ def fake_bzimage(payload: bytes) -> bytes:
 
 def test_uncompressed_kernel_from_an_xz_bzimage():
     elf = b"\x7fELF" + os.urandom(1000)
-    assert vm_image.uncompressed_kernel(fake_bzimage(lzma.compress(elf))) == elf
-    with pytest.raises(vm_image.ImageError, match="compression"):
-        vm_image.uncompressed_kernel(fake_bzimage(b"\x00\x01\x02\x03\x04\x05"))
-    with pytest.raises(vm_image.ImageError, match="bzImage"):
-        vm_image.uncompressed_kernel(b"\0" * 4096)
+    assert vm_boot.uncompressed_kernel(fake_bzimage(lzma.compress(elf))) == elf
+    with pytest.raises(ImageError, match="compression"):
+        vm_boot.uncompressed_kernel(fake_bzimage(b"\x00\x01\x02\x03\x04\x05"))
+    with pytest.raises(ImageError, match="bzImage"):
+        vm_boot.uncompressed_kernel(b"\0" * 4096)
 
 
 # ---- lab/provision ---------------------------------------------------------------------------
