@@ -195,10 +195,10 @@ class ProgressListener:
 
 
 def _run_experiment(path: Path, args: argparse.Namespace) -> int:
-    from testbed.experiment import check, plan as plan_mod, runner
+    from testbed.experiment import estimate, plan as plan_mod, runner
     plan = plan_mod.load(path, _params(args.param))
     if args.check:
-        table, lines = check.describe(plan)
+        table, lines = estimate.describe(plan)
         out.print(table)
         for line in lines:
             out.print(line, markup=False)

@@ -5,8 +5,8 @@ measured on a real testbed, its rows appended to results.csv -> a report.
     parse       the file -> typed values, checked where written
     plan        values -> frozen, validated points with co-located baselines
     datapaths   direct / cache / staged, registered by name
-    site        one testbed: network, nfsd and dataset, for points that share them
-    measure     one point on a site: mounts, data path, loaders, rows
+    rig         one running testbed: network, nfsd and dataset, for points that share them
+    measure     one point on a rig: mounts, data path, loaders, rows
     runner      every point in order, failed points recorded, resume
     search      [search]: where a target stops being met, per setting
     report      tables, summaries, DLIO files and plots from results.csv

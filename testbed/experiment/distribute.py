@@ -5,7 +5,7 @@ results folder as the runs arrive.
 The grid's runs go out as jobs (testbed.experiment.jobs: runs sharing a testbed, split
 over the free lab kernels); once the grid is done, each setting of a [search] is one job
 (its bisection is sequential and reuses the grid's rows; different settings run side by
-side). This process is the only writer of results.csv (collect.Sink): every run's rows
+side). This process is the only writer of results.csv (sink.Sink): every run's rows
 are appended once, as its event arrives (schedule.Ledger); a job whose kernel or worker
 died has its unreported runs sent out again. `--parallel auto` backs off when runs come
 out emulator-limited while sharing the machine, and measures such runs once more
@@ -26,10 +26,10 @@ from typing import Any
 
 from testbed import labkernel, results
 from testbed.errors import SpecError, TestbedError
-from testbed.experiment import check, jobs
+from testbed.experiment import estimate, jobs
 from testbed.experiment import measure as measure_mod
 from testbed.experiment import search as search_mod
-from testbed.experiment.collect import Sink
+from testbed.experiment.sink import Sink
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
 from testbed.experiment.runner import Listener, Outcome, Quiet, meta_of, resolve_auto_scale
@@ -61,8 +61,8 @@ def job_timeout_s(plan: Plan, job: jobs.Job) -> int:
         pts = [index[r][0] for r in job.runs]
     else:
         pts = list(plan.points)
-    per = [check.point_seconds(p, plan.resolver.topo(p.workers)) for p in pts]
-    est = check.site_seconds(pts[0]) + BOOT_S if pts else BOOT_S
+    per = [estimate.point_seconds(p, plan.resolver.topo(p.workers)) for p in pts]
+    est = estimate.site_seconds(pts[0]) + BOOT_S if pts else BOOT_S
     est += sum(per) if job.setting is None else \
         2 * plan.repetitions * search_mod.expected_probes(plan) * max(per, default=0.0)
     return int(300 + TIMEOUT_FACTOR * est)

@@ -1,4 +1,4 @@
-"""Measuring one point on a site: its fibres set live, cold caches, fresh mounts on every
+"""Measuring one point on a rig: its fibres set live, cold caches, fresh mounts on every
 worker, its data path prepared, one loader per worker feeding its emulated accelerator,
 and one results row per worker. Everything the point sets up is pushed on the point's own
 teardown stack, undone in reverse even when the point fails.
@@ -28,7 +28,7 @@ from testbed.experiment import schedule
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point, format_value
-from testbed.experiment.site import Site, counters
+from testbed.experiment.rig import Rig, counters
 from testbed.services.nfs import NfsMount
 
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
@@ -61,9 +61,9 @@ class Path_:
     mss_bytes: int
 
 
-def path_of(site: Site, point: Point, worker: str) -> Path_:
+def path_of(rig: Rig, point: Point, worker: str) -> Path_:
     """The combined figures of the fibres between the storage host and `worker`."""
-    names = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    names = [n for n, _ in topology.path_fibres(rig.topo, worker)]
     specs = [point.fibre(n) for n in names]
     if not specs:
         return Path_(0.0, 0.0, math.inf, 0.0, int(point.value("mtu")) - 52)
@@ -142,35 +142,35 @@ def write_steps(out: Path, run_id: str, workers: list[str],
                         for s in run.steps)
 
 
-def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[dict[str, Any]]:
-    """Measure one repetition of a point on a running site; its rows, one per worker.
+def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dict[str, Any]]:
+    """Measure one repetition of a point on a running rig; its rows, one per worker.
 
     Raises PointFailed (or the service's error) when the point cannot be measured; its
     teardown stack has run by then."""
-    state = site.net.state
+    state = rig.net.state
     with ExitStack() as stack:
-        site.apply(point, rep)
+        rig.apply(point, rep)
         drop_caches()
         data_path = DATA_PATHS[point.data_path]()
-        data_path.before_mount(site.net, point, stack)
+        data_path.before_mount(rig.net, point, stack)
         state.set_phase("mounts")
-        assert site.server is not None
+        assert rig.server is not None
         mspec = point.mount.dilated(point.time_scale)
-        mounts = [stack.enter_context(NfsMount(site.net, w, site.server, mspec))
-                  for w in site.workers]
-        prepared = data_path.prepare(site.net, point, mounts, stack)
+        mounts = [stack.enter_context(NfsMount(rig.net, w, rig.server, mspec))
+                  for w in rig.workers]
+        prepared = data_path.prepare(rig.net, point, mounts, stack)
         cap = None
         if plan.capture is not None and rep == 0:
             state.set_phase("capture")
-            cap = capture_mod.start(site.net, site.workers[0], plan.capture, point.id, stack)
+            cap = capture_mod.start(rig.net, rig.workers[0], plan.capture, point.id, stack)
         state.set_phase("loader")
-        paths = [path_of(site, point, w) for w in site.workers]
-        before, busy0, total0, t0 = site.fibre_readback(), *cpu_times(), time.monotonic()
+        paths = [path_of(rig, point, w) for w in rig.workers]
+        before, busy0, total0, t0 = rig.fibre_readback(), *cpu_times(), time.monotonic()
         host0 = labkernel.host_sample()
         runs = _run_loaders([p.root for p in prepared], point, paths)
-        after, busy1, total1, t1 = site.fibre_readback(), *cpu_times(), time.monotonic()
+        after, busy1, total1, t1 = rig.fibre_readback(), *cpu_times(), time.monotonic()
         host1 = labkernel.host_sample()
-        write_steps(out, point.run_id(rep), site.workers, runs)
+        write_steps(out, point.run_id(rep), rig.workers, runs)
         ctx = _Context([m.read_ahead_kb() for m in mounts],
                        100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
                        {n: tuple(b - a for a, b in zip(counters(before[n]), counters(after[n])))
@@ -178,11 +178,11 @@ def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[d
                        t1 - t0, labkernel.host_share(host0, host1)
                        if host0 is not None and host1 is not None else {},
                        {n: r.seed for n, r in before.items()})
-        rows = _rows(plan, site, point, rep, runs, prepared, ctx)
+        rows = _rows(plan, rig, point, rep, runs, prepared, ctx)
         if ctx.host:  # starved by the host's scheduler: the machine's figure, say so
             schedule.host_mark({**ctx.host, "rows": rows})
         if cap is not None:
-            _add_capture(plan, cap, rows, site, point, out)
+            _add_capture(plan, cap, rows, rig, point, out)
     state.set_phase("between points")
     return rows
 
@@ -202,37 +202,37 @@ class _Context:
     seeds: dict[str, int | None]  # each fibre's netem seed as the kernel reports it
 
 
-def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
+def _explained(rig: Rig, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
                ctx: _Context) -> dict[str, Any]:
     """The model's explanation of a worker's row, with the fibres' counters."""
-    spans = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    spans = [n for n, _ in topology.path_fibres(rig.topo, worker)]
     drops = sum(ctx.counters[n][0] for n in spans)
     sent = ctx.counters[spans[0]][1] if spans else 0
-    rmem = int(site.net.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
-    b = explain_mod.bounds(site.topo, point, worker, ra_kb, rmem, site.net.congestion)
+    rmem = int(rig.net.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
+    b = explain_mod.bounds(rig.topo, point, worker, ra_kb, rmem, rig.net.congestion)
     return explain_mod.explain(b, row, drops, sent / int(point.value("mtu")),
                                row["path_loss_pct"] / 100.0,
                                sent / max(ctx.seconds, 1e-9) / 1e6 * point.time_scale, rmem)
 
 
-def _seed_text(site: Site, worker: str, seeds: dict[str, int | None]) -> str:
+def _seed_text(rig: Rig, worker: str, seeds: dict[str, int | None]) -> str:
     """The netem seed of the first fibre on the worker's path, as 0x + 16 hex digits
     (text: a u64 does not survive CSV as a number); "" without a fibre or a kernel seed."""
-    spans = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    spans = [n for n, _ in topology.path_fibres(rig.topo, worker)]
     seed = seeds.get(spans[0]) if spans else None
     return "" if seed is None else f"0x{seed:016x}"
 
 
-def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.LoaderRun],
+def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.LoaderRun],
           prepared: list[Any], ctx: _Context) -> list[dict[str, Any]]:
     """One row per worker; PointFailed if any worker's loader hit an I/O error."""
-    errors = [f"{w}: {r.error}" for w, r in zip(site.workers, runs) if r.error]
+    errors = [f"{w}: {r.error}" for w, r in zip(rig.workers, runs) if r.error]
     if errors:
         raise PointFailed("; ".join(errors))
     rows = []
-    for w, run, prep, ra_kb in zip(site.workers, runs, prepared, ctx.ra_kb):
-        path = path_of(site, point, w)
-        row = base_row(plan, point, rep, w, topology.site_of(site.topo, w))
+    for w, run, prep, ra_kb in zip(rig.workers, runs, prepared, ctx.ra_kb):
+        path = path_of(rig, point, w)
+        row = base_row(plan, point, rep, w, topology.site_of(rig.topo, w))
         row.update({"path_km": path.km, "rtt_ms": path.rtt_ms,
                     "path_rate_mbit": path.rate_mbit, "path_loss_pct": path.loss_pct,
                     "mss_bytes": path.mss_bytes,
@@ -240,19 +240,19 @@ def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.Lo
                     "prep_s": prep.prep_s / point.time_scale,
                     "cpu_busy_pct": ctx.cpu_busy_pct, **ctx.host,
                     "read_ahead_kb_kernel": ra_kb,
-                    "loss_seed": _seed_text(site, w, ctx.seeds)})
-        row.update(_explained(site, point, w, row, ra_kb, ctx))
+                    "loss_seed": _seed_text(rig, w, ctx.seeds)})
+        row.update(_explained(rig, point, w, row, ra_kb, ctx))
         if plan.capture is not None:
             row["captured"] = False
         rows.append(row)
     return rows
 
 
-def _add_capture(plan: Plan, cap: Any, rows: list[dict[str, Any]], site: Site,
+def _add_capture(plan: Plan, cap: Any, rows: list[dict[str, Any]], rig: Rig,
                  point: Point, out: Path) -> None:
     """The capture's analysis into the first worker's row."""
     assert plan.capture is not None
-    path = path_of(site, point, site.workers[0])
+    path = path_of(rig, point, rig.workers[0])
     rows[0].update(capture_mod.analyse(cap, plan.capture, out, point.id, path.rate_mbit,
                                        path.rtt_ms))
     rows[0]["captured"] = True

@@ -1,7 +1,7 @@
-"""Running a plan: every (point, repetition) in order, on the sites they need, each
+"""Running a plan: every (point, repetition) in order, on the rigs they need, each
 point's rows appended to results.csv as soon as it is measured (a crash or Ctrl-C loses
 nothing; --resume skips what is done). A point that fails is recorded as failed with its
-reason, its site is torn down, and the next point starts on a fresh one.
+reason, its rig is torn down, and the next point starts on a fresh one.
 
 The runner knows nothing of terminals: it tells a Listener what it is doing.
 """
@@ -22,7 +22,7 @@ from testbed import results
 from testbed.errors import SpecError, TestbedError
 from testbed.experiment import measure as measure_mod
 from testbed.experiment.plan import Plan, Point
-from testbed.experiment.site import Site
+from testbed.experiment.rig import Rig
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +112,13 @@ def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
 
 
 class Runner:
-    """Measures points one by one, keeping one site up while consecutive points share it."""
+    """Measures points one by one, keeping one rig up while consecutive points share it."""
 
     def __init__(self, plan: Plan, store: results.ResultStore,
                  listener: Listener | None = None) -> None:
         self.plan, self.store = plan, store
         self.listener = listener or Quiet()
-        self._site: Site | None = None
+        self._rig: Rig | None = None
         self._stack = ExitStack()
         self.outcome = Outcome(store.out)
 
@@ -129,29 +129,29 @@ class Runner:
         self.close()
 
     def close(self) -> None:
-        """Tear down the current site, if any."""
+        """Tear down the current rig, if any."""
         self._stack.close()
-        self._site = None
+        self._rig = None
 
-    def _site_for(self, point: Point) -> Site:
-        if self._site is not None and self._site.group == point.group:
-            return self._site
+    def _rig_for(self, point: Point) -> Rig:
+        if self._rig is not None and self._rig.group == point.group:
+            return self._rig
         self.close()
         self._stack = ExitStack()
-        self._site = self._stack.enter_context(Site(point))
-        return self._site
+        self._rig = self._stack.enter_context(Rig(point))
+        return self._rig
 
     def measure(self, point: Point, rep: int) -> list[dict[str, Any]]:
         """Measure one repetition of a point, append its rows; a failure becomes failed
-        rows (and a fresh site for the next point), never an exception."""
+        rows (and a fresh rig for the next point), never an exception."""
         run_id = point.run_id(rep)
         self.listener.started(run_id)
         t0 = time.monotonic()
         workers: list[str] = []
         try:
-            site = self._site_for(point)
-            workers = site.workers
-            rows = measure_mod.measure(self.plan, site, point, rep, self.store.out)
+            rig = self._rig_for(point)
+            workers = rig.workers
+            rows = measure_mod.measure(self.plan, rig, point, rep, self.store.out)
             self.outcome.measured += 1
         except (TestbedError, OSError) as exc:
             log.warning("point %s failed: %s", run_id, exc)

@@ -11,7 +11,7 @@ import pytest
 
 from testbed import labkernel
 from testbed.errors import SpecError
-from testbed.experiment import collect, distribute, guest, jobs, labjob
+from testbed.experiment import distribute, job_host, job_kernel, jobs, sink
 from testbed.experiment import measure as measure_mod
 from testbed.experiment import plan as plan_mod
 from testbed.experiment import schedule
@@ -79,7 +79,7 @@ class FakePool:
 def dispatch(plan, tmp_path, script, parallel=2, adaptive=False):
     store = ResultStore(tmp_path / "out", measure_mod.columns(plan))
     limit = schedule.Limit(parallel, adaptive=adaptive)
-    d = distribute.Dispatcher(plan, distribute.Options(parallel=parallel), collect.Sink(store),
+    d = distribute.Dispatcher(plan, distribute.Options(parallel=parallel), sink.Sink(store),
                               FakePool(script), limit, distribute.Quiet())
     d.run(list(jobs.grid_runs(plan)))
     return d, store
@@ -279,18 +279,18 @@ def test_mem_mb_reads_lab_mem_syntax():
 def test_sink_writes_rows_as_the_runner_does(tmp_path):
     plan = make_plan(tmp_path)
     run = next(iter(jobs.grid_runs(plan)))
-    rows = json.loads(guest.to_json(rows_of(plan, run)))  # through the wire, NaN and all
+    rows = json.loads(job_kernel.to_json(rows_of(plan, run)))  # through the wire, NaN and all
     a, b = (ResultStore(tmp_path / d, measure_mod.columns(plan)) for d in ("a", "b"))
     a.append_rows(rows_of(plan, run))
-    collect.Sink(b).rows(rows)
+    sink.Sink(b).rows(rows)
     assert a.csv.read_text() == b.csv.read_text()
-    assert collect.Sink(b).files({"../escape": b"x", "capture/p/s.json": b"{}"}) == \
+    assert sink.Sink(b).files({"../escape": b"x", "capture/p/s.json": b"{}"}) == \
         [(b.out / "capture/p/s.json").resolve()]
 
 
 def test_event_tail_reads_complete_lines_only(tmp_path):
     path = tmp_path / "events.jsonl"
-    tail = labjob.EventTail(path)
+    tail = job_host.EventTail(path)
     assert tail.read() == []
     path.write_text('{"run": "a"}\n{"run": "b"')
     assert [e["run"] for e in tail.read()] == ["a"]
@@ -301,26 +301,26 @@ def test_event_tail_reads_complete_lines_only(tmp_path):
 
 
 def test_guest_event_log_carries_each_runs_steps(tmp_path):
-    log = guest.EventLog(tmp_path)
+    log = job_kernel.EventLog(tmp_path)
     steps = tmp_path / "steps.csv"
     steps.write_text("point,worker,step\na,w1,0\n")
     log.finished("a", [{"au_pct": 1.0}], 2.0)
     with open(steps, "a") as fh:
         fh.write("b,w1,0\nb,w1,1\n")
     log.finished("b", [], 1.0)
-    a, b = labjob.EventTail(tmp_path / "events.jsonl").read()
+    a, b = job_host.EventTail(tmp_path / "events.jsonl").read()
     assert a["steps"] == ["a,w1,0"] and b["steps"] == ["b,w1,0", "b,w1,1"]
 
 
 def test_stale_job_folders_of_dead_owners_are_swept(tmp_path, monkeypatch):
-    monkeypatch.setattr(labjob, "JOBS", tmp_path)
+    monkeypatch.setattr(job_host, "JOBS", tmp_path)
     dead, live = tmp_path / "x-dead", tmp_path / "y-live"
     for d in (dead, live):
         d.mkdir()
     (dead / "owner.json").write_text(json.dumps({"pid": 2**22 + 7, "start": "1"}))
     (live / "owner.json").write_text(json.dumps({"pid": os.getpid(),
-                                                 "start": labjob._start_time(os.getpid())}))
-    assert labjob.sweep_stale() == [dead] and live.exists() and not dead.exists()
+                                                 "start": job_host._start_time(os.getpid())}))
+    assert job_host.sweep_stale() == [dead] and live.exists() and not dead.exists()
 
 
 def test_host_mark_flags_a_kernel_that_waited_for_a_cpu():
@@ -361,10 +361,10 @@ def test_a_host_marked_run_beside_others_backs_off_auto(tmp_path):
 
 
 def test_job_folders_made_at_once_never_sweep_each_other(tmp_path, monkeypatch):
-    monkeypatch.setattr(labjob, "JOBS", tmp_path / "jobs")
+    monkeypatch.setattr(job_host, "JOBS", tmp_path / "jobs")
     spec = {"id": "g", "experiment": {"name": "t.toml"}}
     with cf.ThreadPoolExecutor(8) as pool:
-        dirs = list(pool.map(lambda _: labjob.JobDir(spec).__enter__(), range(32)))
+        dirs = list(pool.map(lambda _: job_host.JobDir(spec).__enter__(), range(32)))
     assert all((d.path / "owner.json").exists() and (d.path / "job.json").exists()
                for d in dirs)
     assert dirs[0].others() == 31
@@ -427,7 +427,7 @@ def test_the_guest_calibrates_or_applies_the_hosts_capacity(tmp_path, monkeypatc
     spec = jobs.spec(jobs.Job("cal", calibrate=True), plan, {})
     jobdir = tmp_path / "job"
     jobdir.mkdir()
-    assert guest.measure_job(spec, jobdir) == {"calibrated_MB_s": 77.0}
+    assert job_kernel.measure_job(spec, jobdir) == {"calibrated_MB_s": 77.0}
 
 
 def test_a_resumed_run_keeps_its_calibration(tmp_path):

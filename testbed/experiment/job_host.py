@@ -1,9 +1,10 @@
-"""One job in a fresh lab kernel on this host: the function a `testbed run` host calls in
-a thread per lab kernel, and a Dask worker calls for each job it is given.
+"""A job's host side: one job in a fresh lab kernel on this host, the function a `testbed
+run` host calls in a thread per lab kernel, and a Dask worker calls for each job it is
+given (the lab-kernel side is testbed.experiment.job_kernel).
 
 run_job writes the job's spec into its own folder REPO/.lab/jobs/<id>-<random> (the lab
 kernel sees the repository read-write), starts `lab/run python -m
-testbed.experiment.guest FOLDER`, and while the kernel runs reads the runs it finishes
+testbed.experiment.job_kernel FOLDER`, and while the kernel runs reads the runs it finishes
 from events.jsonl, tagging each with this host's name, how many other lab kernels of
 this checkout ran beside it (`neighbours`) and, from the host's scheduler, the share of
 the run's wall time the kernel spent on a CPU and waiting for one (`host_cpu_pct`,
@@ -166,7 +167,7 @@ def run_job(spec: dict[str, Any], on_event: Callable[[Event], None] | None = Non
     "search", "files", "console", "seconds"}: rc is lab/run's exit code (None if
     stopped), status the guest's status.json (None if it never wrote one)."""
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "testbed.experiment.guest"]
+    cmd = [sys.executable, "-m", "testbed.experiment.job_kernel"]
     with JobDir(spec) as jd:
         with LabKernel([*cmd, str(jd.path)], console=jd.path / "console.log",
                        timeout_s=int(spec["timeout_s"])) as kernel:

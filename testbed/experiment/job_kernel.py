@@ -1,5 +1,5 @@
-"""A job's lab-kernel side: `python -m testbed.experiment.guest JOBDIR`, run by lab/run in a
-fresh lab kernel that the host started for this job (testbed.experiment.labjob).
+"""A job's lab-kernel side: `python -m testbed.experiment.job_kernel JOBDIR`, run by lab/run
+in a fresh lab kernel that the host started for this job (testbed.experiment.job_host).
 
 It reads JOBDIR/job.json (a spec from testbed.experiment.jobs), loads the plan from the
 experiment's text exactly as the host did, and measures the job's runs with the ordinary
