@@ -6,10 +6,10 @@ The grid's runs go out as jobs (testbed.experiment.jobs: runs sharing a testbed,
 over the free lab kernels); once the grid is done, each setting of a [search] is one job
 (its bisection is sequential and reuses the grid's rows; different settings run side by
 side). This process is the only writer of results.csv (sink.Sink): every run's rows
-are appended once, as its event arrives (schedule.Ledger); a job whose kernel or worker
+are appended once, as its event arrives (ledger.Ledger); a job whose kernel or worker
 died has its unreported runs sent out again. `--parallel auto` backs off when runs come
 out emulator-limited while sharing the machine, and measures such runs once more
-(schedule.Limit). meta.json records the plan, the lab kernels' environments, the
+(ledger.Limit). meta.json records the plan, the lab kernels' environments, the
 parallelism and every back-off.
 """
 
@@ -33,8 +33,8 @@ from testbed.experiment.sink import Sink
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
 from testbed.experiment.runner import Listener, Outcome, Quiet, meta_of, resolve_auto_scale
-from testbed.experiment import schedule
-from testbed.experiment.schedule import Ledger, Limit
+from testbed.experiment import marks
+from testbed.experiment.ledger import Ledger, Limit
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,8 @@ class Dispatcher:
         if ev["run"] in seen:
             return
         seen.add(ev["run"])
-        if schedule.host_mark(ev):
+        marks.host_mark_rows(ev["rows"])  # the meter's figure its kernel recorded per row
+        if marks.host_mark(ev):
             log.warning("run %s: its lab kernel waited for a CPU %.0f %% of the time; marked "
                         "emulator-limited (host)", ev["run"], ev["host_wait_pct"])
         if self.limit.observe(ev["run"], ev["rows"], ev.get("neighbours", 0), epoch):

@@ -24,7 +24,6 @@ from testbed import labkernel, results, topology, workload
 from testbed.errors import PointFailed
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
-from testbed.experiment import schedule
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point, format_value
@@ -179,8 +178,6 @@ def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dic
                        if host0 is not None and host1 is not None else {},
                        {n: r.seed for n, r in before.items()})
         rows = _rows(plan, rig, point, rep, runs, prepared, ctx)
-        if ctx.host:  # starved by the host's scheduler: the machine's figure, say so
-            schedule.host_mark({**ctx.host, "rows": rows})
         if cap is not None:
             _add_capture(plan, cap, rows, rig, point, out)
     state.set_phase("between points")

@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 
 from testbed import results
 from testbed.errors import SpecError, TestbedError
+from testbed.experiment import marks
 from testbed.experiment import measure as measure_mod
 from testbed.experiment.plan import Plan, Point
 from testbed.experiment.rig import Rig
@@ -112,12 +113,17 @@ def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
 
 
 class Runner:
-    """Measures points one by one, keeping one rig up while consecutive points share it."""
+    """Measures points one by one, keeping one rig up while consecutive points share it.
+
+    host_marks: apply the host's marks to each run's rows before they are written
+    (marks.host_mark_rows), for a runner that is itself the one writer of results.csv;
+    a job's runs are marked by the host that receives them instead."""
 
     def __init__(self, plan: Plan, store: results.ResultStore,
-                 listener: Listener | None = None) -> None:
+                 listener: Listener | None = None, host_marks: bool = False) -> None:
         self.plan, self.store = plan, store
         self.listener = listener or Quiet()
+        self.host_marks = host_marks
         self._rig: Rig | None = None
         self._stack = ExitStack()
         self.outcome = Outcome(store.out)
@@ -152,6 +158,8 @@ class Runner:
             rig = self._rig_for(point)
             workers = rig.workers
             rows = measure_mod.measure(self.plan, rig, point, rep, self.store.out)
+            if self.host_marks:
+                marks.host_mark_rows(rows)
             self.outcome.measured += 1
         except (TestbedError, OSError) as exc:
             log.warning("point %s failed: %s", run_id, exc)
@@ -243,7 +251,7 @@ def run(plan: Plan, out: Path, resume: bool = False,
         {p.time_scale for p in plan.points})})
     listener = listener or Quiet()
     listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
-    with Runner(plan, store, listener) as runner:
+    with Runner(plan, store, listener, host_marks=True) as runner:
         runner.run_grid(done)
         if plan.search is not None:
             search_mod.run(plan, runner, store)

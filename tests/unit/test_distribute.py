@@ -14,7 +14,8 @@ from testbed.errors import SpecError
 from testbed.experiment import distribute, job_host, job_kernel, jobs, sink
 from testbed.experiment import measure as measure_mod
 from testbed.experiment import plan as plan_mod
-from testbed.experiment import schedule
+from testbed.experiment import marks
+from testbed.experiment.ledger import Ledger, Limit
 from testbed.results import ResultStore
 
 SWEEP = """
@@ -78,7 +79,7 @@ class FakePool:
 
 def dispatch(plan, tmp_path, script, parallel=2, adaptive=False):
     store = ResultStore(tmp_path / "out", measure_mod.columns(plan))
-    limit = schedule.Limit(parallel, adaptive=adaptive)
+    limit = Limit(parallel, adaptive=adaptive)
     d = distribute.Dispatcher(plan, distribute.Options(parallel=parallel), sink.Sink(store),
                               FakePool(script), limit, distribute.Quiet())
     d.run(list(jobs.grid_runs(plan)))
@@ -163,7 +164,7 @@ def test_a_re_run_reporting_an_already_written_run_is_skipped(tmp_path):
 
 
 def test_a_measurement_replaces_an_earlier_failure_once():
-    ledger = schedule.Ledger(retry_marked=False)
+    ledger = Ledger(retry_marked=False)
     fail = {"run": "a", "rows": [{"status": "failed"}]}
     good = {"run": "a", "rows": [{"status": "ok"}]}
     assert ledger.decide(fail, True) == "write"
@@ -173,7 +174,7 @@ def test_a_measurement_replaces_an_earlier_failure_once():
 
 
 def test_limit_backs_off_once_per_wave_and_only_when_sharing():
-    limit = schedule.Limit(3, adaptive=True)
+    limit = Limit(3, adaptive=True)
     bad = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "cpu+timers"}]
     good = [{"status": "ok", "emulator_limited": False}]
     assert not limit.observe("a", bad, 0, 0)      # ran alone: fewer kernels cannot help
@@ -183,7 +184,7 @@ def test_limit_backs_off_once_per_wave_and_only_when_sharing():
     assert limit.observe("d", bad, 1, 1) and limit.value == 1
     assert not limit.observe("e", bad, 1, 2)      # never below one
     assert limit.history[0]["reasons"] == ["cpu", "timers"]
-    fixed = schedule.Limit(2, adaptive=False)
+    fixed = Limit(2, adaptive=False)
     assert not fixed.observe("a", bad, 1, 0) and fixed.value == 2
 
 
@@ -192,10 +193,10 @@ def test_a_clock_mark_neither_backs_off_nor_holds_a_run():
     the machine was loaded: fewer lab kernels cannot cure it."""
     clock = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "clock"}]
     both = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "clock+cpu"}]
-    assert schedule.marked(clock) == [] and schedule.marked(both) == ["cpu"]
-    limit = schedule.Limit(3, adaptive=True)
+    assert marks.marked(clock) == [] and marks.marked(both) == ["cpu"]
+    limit = Limit(3, adaptive=True)
     assert not limit.observe("a", clock, 2, 0) and limit.value == 3
-    ledger = schedule.Ledger(retry_marked=True)
+    ledger = Ledger(retry_marked=True)
     assert ledger.decide({"run": "a", "rows": clock, "neighbours": 2}, True) == "write"
 
 
@@ -328,17 +329,40 @@ def test_host_mark_flags_a_kernel_that_waited_for_a_cpu():
              "limited_by": "latency"}]
     calm = {"run": "a", "rows": [dict(rows[0])], "host_wait_pct": 2.0}
     starved = {"run": "b", "rows": [dict(rows[0], emulator_reason="timers")],
-               "host_wait_pct": schedule.HOST_WAIT_PCT}
-    assert not schedule.host_mark(calm) and calm["rows"][0]["emulator_limited"] is False
-    assert schedule.host_mark(starved)
+               "host_wait_pct": marks.HOST_WAIT_PCT}
+    assert not marks.host_mark(calm) and calm["rows"][0]["emulator_limited"] is False
+    assert marks.host_mark(starved)
     assert starved["rows"][0]["emulator_reason"] == "timers+host"
     assert starved["rows"][0]["limited_by"] == "emulator"
     failed = {"run": "c", "rows": [{"status": "failed"}], "host_wait_pct": 50.0}
-    assert not schedule.host_mark(failed)
+    assert not marks.host_mark(failed)
+
+
+def test_host_mark_rows_uses_each_rows_own_meter_figure(tmp_path):
+    """The meter figure a lab kernel recorded in a row marks it when the host receives
+    the run (no meter: NaN, never marked)."""
+    def row(wait):
+        return {"status": "ok", "emulator_limited": False, "emulator_reason": "",
+                "limited_by": "latency", "host_wait_pct": wait}
+    rows = [row(math.nan), row(marks.HOST_WAIT_PCT - 1), row(marks.HOST_WAIT_PCT)]
+    assert marks.host_mark_rows(rows)
+    assert [r["emulator_limited"] for r in rows] == [False, False, True]
+    assert rows[2]["emulator_reason"] == "host" and not marks.host_mark_rows(rows[:2])
+    plan = make_plan(tmp_path)
+
+    def script(spec, n):
+        evs = [event(plan, r) for r in spec["runs"]]
+        for ev in evs:
+            ev["rows"][0]["host_wait_pct"] = 50.0
+        return evs, {}
+
+    _, store = dispatch(plan, tmp_path, script)
+    with open(store.csv, newline="") as fh:
+        assert {r["emulator_reason"] for r in csv.DictReader(fh)} == {"host"}
 
 
 def test_a_limit_follows_its_cap_minus_back_offs():
-    limit = schedule.Limit(4, adaptive=True)
+    limit = Limit(4, adaptive=True)
     bad = [{"status": "ok", "emulator_limited": True, "emulator_reason": "host"}]
     assert limit.observe("a", bad, 1, 0) and limit.value == 3
     limit.cap = 2            # a Dask worker left
