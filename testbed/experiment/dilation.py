@@ -27,10 +27,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from testbed import labkernel, topology
+from testbed import labkernel, procfs, topology
 from testbed.experiment import explain
 from testbed.experiment.datapaths import drop_caches
-from testbed.experiment.measure import cpu_times
 from testbed.experiment.plan import Plan, Point
 from testbed.network.engine import Network
 from testbed.services.nfs import NfsMount, NfsServer
@@ -96,7 +95,7 @@ def _cpu_seconds() -> float:
     host = labkernel.host_sample()
     if host is not None:
         return host[1]
-    return cpu_times()[0] / os.sysconf("SC_CLK_TCK")
+    return procfs.cpu_times()[0] / os.sysconf("SC_CLK_TCK")
 
 
 def _read_passes(path: Path, seconds_cap: float) -> tuple[int, float]:

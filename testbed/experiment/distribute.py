@@ -27,12 +27,12 @@ from typing import Any
 from testbed import labkernel, results
 from testbed.errors import SpecError, TestbedError
 from testbed.experiment import estimate, jobs
-from testbed.experiment import measure as measure_mod
+from testbed.experiment import record
 from testbed.experiment import search as search_mod
 from testbed.experiment.sink import Sink
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
-from testbed.experiment.runner import Listener, Outcome, Quiet, meta_of, resolve_auto_scale
+from testbed.experiment.runner import Listener, Outcome, Quiet, resolve_auto_scale
 from testbed.experiment import marks
 from testbed.experiment.ledger import Ledger, Limit
 
@@ -204,7 +204,7 @@ class Dispatcher:
             self.requeue(run)
         elif action == "fail":
             point, rep = jobs.grid_runs(self.plan)[run]
-            rows = measure_mod.failed_rows(self.plan, point, rep, f"lost twice: {why}", [])
+            rows = record.failed_rows(self.plan, point, rep, f"lost twice: {why}", [])
             self.ledger.written[run] = False
             self.write({"run": run, "rows": rows, "steps": []})
 
@@ -238,9 +238,7 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
     meta.json), as runner.run does in one kernel; the report is built from it the same
     way. Raises SpecError when out holds results and resume is False, or a lab kernel
     found the plan invalid there (e.g. its data does not fit the kernel's memory)."""
-    store = results.ResultStore(out, measure_mod.columns(plan))
-    if store.csv.exists() and not resume:
-        raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
+    store = record.open_store(plan, out, resume)
     done = store.done() if resume else set()
     todo = [r for r in jobs.grid_runs(plan) if r not in done]
     listener = listener or Quiet()
@@ -255,7 +253,7 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
             pool = stack.enter_context(LocalPool(limit.value))
         plan, scale = calibrate_auto(plan, opts, pool, out, resume)
         opts = replace(opts, capacity_MB_s=scale.get("calibrated_MB_s"))
-        meta = {**meta_of(plan), "time_scale": scale or sorted(
+        meta = {**record.meta_of(plan), "time_scale": scale or sorted(
             {p.time_scale for p in plan.points}),
             "execution": _execution(opts, limit, why, pool)}
         store.write_meta(meta)

@@ -26,8 +26,8 @@ from typing import Any
 from testbed import results
 from testbed.errors import SpecError, TestbedError
 from testbed.experiment import jobs
-from testbed.experiment import measure as measure_mod
 from testbed.experiment import plan as plan_mod
+from testbed.experiment import record
 from testbed.experiment import runner as runner_mod
 from testbed.experiment import search as search_mod
 
@@ -82,7 +82,7 @@ class EventLog:
             text = fh.read()
             self._steps_at = fh.tell()
         lines = text.splitlines()
-        return [l for l in lines if l and not l.startswith(measure_mod.STEP_COLUMNS[0] + ",")]
+        return [l for l in lines if l and not l.startswith(record.STEP_COLUMNS[0] + ",")]
 
     def finished(self, run_id: str, rows: list[dict[str, Any]], seconds: float) -> None:
         """Append the run's event line (rows, steps, seconds) and fsync it."""
@@ -101,7 +101,7 @@ def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
         return {"calibrated_MB_s": dilation.calibrate()}
     if spec.get("capacity_MB_s"):
         plan, _ = runner_mod.apply_capacity(plan, float(spec["capacity_MB_s"]))
-    store = results.ResultStore(jobdir, measure_mod.columns(plan))
+    store = results.ResultStore(jobdir, record.columns(plan))
     if spec.get("seed_csv"):
         store.csv.write_text(spec["seed_csv"])
     runner_mod.check_memory(plan)

@@ -22,6 +22,7 @@ from testbed import results
 from testbed.errors import SpecError, TestbedError
 from testbed.experiment import marks
 from testbed.experiment import measure as measure_mod
+from testbed.experiment import record
 from testbed.experiment.plan import Plan, Point
 from testbed.experiment.rig import Rig
 
@@ -164,7 +165,7 @@ class Runner:
         except (TestbedError, OSError) as exc:
             log.warning("point %s failed: %s", run_id, exc)
             self.close()
-            rows = measure_mod.failed_rows(self.plan, point, rep, str(exc), workers)
+            rows = record.failed_rows(self.plan, point, rep, str(exc), workers)
             self.outcome.failed.append(run_id)
         self.store.append_rows(rows)
         self.listener.finished(run_id, rows, time.monotonic() - t0)
@@ -176,23 +177,6 @@ class Runner:
         self.outcome.skipped = len(self.plan.runs()) - len(todo)
         for point, rep in todo:
             self.measure(point, rep)
-
-
-def meta_of(plan: Plan) -> dict[str, Any]:
-    """meta.json: the environment and the whole plan (every point's settings)."""
-    return {
-        "experiment": plan.name, "file": str(plan.path), "topology": plan.topology,
-        "description": plan.description, "repetitions": plan.repetitions,
-        "au_bar": plan.au_bar, "environment": results.environment(),
-        "search": None if plan.search is None else {
-            "knob": plan.search.key.text, "range": [plan.search.lo, plan.search.hi],
-            "target": plan.search.text, "tolerance": plan.search.tolerance},
-        "points": {p.id: {k.column: v for k, v in p.settings} for p in plan.points},
-        "baseline": "the same point with every fibre at 0 km, no loss, no jitter, no "
-                    "equipment delay, measured in the same run",
-        "cache": "cold client for every point (fresh mounts + drop_caches, fresh FS-Cache); "
-                 "server data in memory (tmpfs)",
-    }
 
 
 def resolve_auto_scale(plan: Plan, out: Path | None = None, resume: bool = False,
@@ -240,14 +224,12 @@ def run(plan: Plan, out: Path, resume: bool = False,
     Raises SpecError when `out` holds results and resume is False, or the data cannot
     fit this kernel's memory."""
     from testbed.experiment import search as search_mod
-    store = results.ResultStore(out, measure_mod.columns(plan))
-    if store.csv.exists() and not resume:
-        raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
+    store = record.open_store(plan, out, resume)
     check_memory(plan)
     check_capture(plan)
     plan, scale = resolve_auto_scale(plan, out, resume)
     done = store.done() if resume else set()
-    store.write_meta({**meta_of(plan), "time_scale": scale or sorted(
+    store.write_meta({**record.meta_of(plan), "time_scale": scale or sorted(
         {p.time_scale for p in plan.points})})
     listener = listener or Quiet()
     listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))

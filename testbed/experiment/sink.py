@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import results
-from testbed.experiment import measure as measure_mod
+from testbed.experiment import record
 from testbed.experiment import search as search_mod
 
 
@@ -42,7 +42,7 @@ class Sink:
         new = not path.exists()
         with open(path, "a", newline="") as fh:
             if new:
-                csv.writer(fh).writerow(measure_mod.STEP_COLUMNS)
+                csv.writer(fh).writerow(record.STEP_COLUMNS)
             fh.write("\n".join(lines) + "\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -12,7 +12,7 @@ import pytest
 from testbed import labkernel
 from testbed.errors import SpecError
 from testbed.experiment import distribute, job_host, job_kernel, jobs, sink
-from testbed.experiment import measure as measure_mod
+from testbed.experiment import record
 from testbed.experiment import plan as plan_mod
 from testbed.experiment import marks
 from testbed.experiment.ledger import Ledger, Limit
@@ -41,7 +41,7 @@ def make_plan(tmp_path, extra=""):
 
 def rows_of(plan, run_id, au=95.0, marked=False):
     point, rep = jobs.grid_runs(plan)[run_id]
-    row = measure_mod.base_row(plan, point, rep, "w1", "gpu")
+    row = record.base_row(plan, point, rep, "w1", "gpu")
     row.update(au_pct=au, emulator_limited=marked, emulator_reason="timers" if marked else "",
                limited_by="emulator" if marked else "compute", throughput_MB_s=10.0)
     return [row]
@@ -78,7 +78,7 @@ class FakePool:
 
 
 def dispatch(plan, tmp_path, script, parallel=2, adaptive=False):
-    store = ResultStore(tmp_path / "out", measure_mod.columns(plan))
+    store = ResultStore(tmp_path / "out", record.columns(plan))
     limit = Limit(parallel, adaptive=adaptive)
     d = distribute.Dispatcher(plan, distribute.Options(parallel=parallel), sink.Sink(store),
                               FakePool(script), limit, distribute.Quiet())
@@ -281,7 +281,7 @@ def test_sink_writes_rows_as_the_runner_does(tmp_path):
     plan = make_plan(tmp_path)
     run = next(iter(jobs.grid_runs(plan)))
     rows = json.loads(job_kernel.to_json(rows_of(plan, run)))  # through the wire, NaN and all
-    a, b = (ResultStore(tmp_path / d, measure_mod.columns(plan)) for d in ("a", "b"))
+    a, b = (ResultStore(tmp_path / d, record.columns(plan)) for d in ("a", "b"))
     a.append_rows(rows_of(plan, run))
     sink.Sink(b).rows(rows)
     assert a.csv.read_text() == b.csv.read_text()
