@@ -195,10 +195,12 @@ class ProgressListener:
 
 
 def _run_experiment(path: Path, args: argparse.Namespace) -> int:
-    from testbed.experiment import estimate, plan as plan_mod, runner
+    """Load an experiment; --check: the plan resolved at a typical lab kernel, as a table
+    and an estimate; else measure it (here, or in lab kernels from the host) and report."""
+    from testbed.experiment import estimate, plan as plan_mod, resolve, run_plan
     plan = plan_mod.load(path, _params(args.param))
     if args.check:
-        table, lines = estimate.describe(plan)
+        table, lines = estimate.describe(resolve.nominal(plan))
         out.print(table)
         for line in lines:
             out.print(line, markup=False)
@@ -212,7 +214,7 @@ def _run_experiment(path: Path, args: argparse.Namespace) -> int:
         if on_host:
             outcome = _run_distributed(plan, outdir, args, listener)
         else:
-            outcome = runner.run(plan, outdir, resume=args.resume, listener=listener)
+            plan, outcome = run_plan(plan, outdir, resume=args.resume, listener=listener)
     finally:
         listener.stop()
     return _report(plan, outdir, outcome)

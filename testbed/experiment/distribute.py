@@ -20,21 +20,19 @@ import logging
 import queue
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testbed import labkernel, results
 from testbed.errors import SpecError, TestbedError
-from testbed.experiment import estimate, jobs
-from testbed.experiment import record
+from testbed.experiment import estimate, jobs, marks, record, resolve
 from testbed.experiment import search as search_mod
-from testbed.experiment.sink import Sink
+from testbed.experiment.ledger import Ledger, Limit
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
-from testbed.experiment.runner import Listener, Outcome, Quiet, resolve_auto_scale
-from testbed.experiment import marks
-from testbed.experiment.ledger import Ledger, Limit
+from testbed.experiment.runner import Listener, Outcome, Quiet
+from testbed.experiment.sink import Sink
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +48,6 @@ class Options:
     parallel: int | str = "auto"
     scheduler: str | None = None
     overrides: tuple[tuple[str, str], ...] = ()
-    capacity_MB_s: float | None = None  # time_scale auto's calibration, once known
 
 
 def job_timeout_s(plan: Plan, job: jobs.Job) -> int:
@@ -100,7 +97,7 @@ class Dispatcher:
         seed = self.sink.store.csv.read_text() if job.setting is not None \
             and self.sink.store.csv.exists() else None
         spec = jobs.spec(job, self.plan, dict(self.opts.overrides), seed,
-                         job_timeout_s(self.plan, job), self.opts.capacity_MB_s)
+                         job_timeout_s(self.plan, job), self.plan.capacity_MB_s)
         self.flying[job.id] = (job, self.limit.epoch, set())
         self.listener.started(job.label)
         fut = self.pool.submit(spec, lambda ev, j=job.id: self.events.put(("event", j, ev)))
@@ -251,11 +248,8 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
             labkernel.lab_ready()
             limit, why = start_limit(opts, None)
             pool = stack.enter_context(LocalPool(limit.value))
-        plan, scale = calibrate_auto(plan, opts, pool, out, resume)
-        opts = replace(opts, capacity_MB_s=scale.get("calibrated_MB_s"))
-        meta = {**record.meta_of(plan), "time_scale": scale or sorted(
-            {p.time_scale for p in plan.points}),
-            "execution": _execution(opts, limit, why, pool)}
+        plan, _ = calibrate_auto(plan, opts, pool, out, resume)  # before any other job
+        meta = {**record.meta_of(plan), "execution": _execution(opts, limit, why, pool)}
         store.write_meta(meta)
         listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
         d = Dispatcher(plan, opts, Sink(store), pool, limit, listener)
@@ -267,10 +261,11 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
 
 def calibrate_auto(plan: Plan, opts: Options, pool: Any, out: Path | None = None,
                    resume: bool = False) -> tuple[Plan, dict[str, Any]]:
-    """For time_scale = "auto": the plan resolved as runner.run resolves it in one kernel,
-    calibrated by one calibration job in a lab kernel alone (before any other starts, so
-    that it measures the machine undisturbed); (plan, meta.json's record)."""
-    return resolve_auto_scale(plan, out, resume, lambda: _calibration_job(plan, opts, pool))
+    """For time_scale = "auto": the plan resolved before any run starts, as in one kernel
+    (resolve.auto_scale), calibrated by one calibration job in a lab kernel alone (before
+    any other starts, so that it measures the machine undisturbed), or on --resume from
+    meta.json; (plan, meta.json's record). Every job then carries its capacity."""
+    return resolve.auto_scale(plan, out, resume, lambda: _calibration_job(plan, opts, pool))
 
 
 def _calibration_job(plan: Plan, opts: Options, pool: Any) -> float:

@@ -25,9 +25,9 @@ from typing import Any
 
 from testbed import results
 from testbed.errors import SpecError, TestbedError
-from testbed.experiment import jobs
+from testbed.experiment import dilation, jobs
 from testbed.experiment import plan as plan_mod
-from testbed.experiment import record
+from testbed.experiment import record, resolve
 from testbed.experiment import runner as runner_mod
 from testbed.experiment import search as search_mod
 
@@ -97,10 +97,9 @@ def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
     path.write_text(spec["experiment"]["text"], encoding="utf-8")
     plan = plan_mod.load(path, spec["overrides"])
     if spec.get("calibrate"):
-        from testbed.experiment import dilation
         return {"calibrated_MB_s": dilation.calibrate()}
     if spec.get("capacity_MB_s"):
-        plan, _ = runner_mod.apply_capacity(plan, float(spec["capacity_MB_s"]))
+        plan, _ = resolve.apply_capacity(plan, float(spec["capacity_MB_s"]))
     store = results.ResultStore(jobdir, record.columns(plan))
     if spec.get("seed_csv"):
         store.csv.write_text(spec["seed_csv"])

@@ -193,7 +193,7 @@ class Resolver:
         self.raw = raw
         self.au_bar = raw.au_bar or _preset_bar(raw)
         self._topos: dict[int | None, SiteTopo] = {}
-        # time_scale "auto": once calibrated (dilation.rescale), k for a point
+        # time_scale "auto": once resolved (resolve.rescale), k for a point
         self.auto_scale: Callable[[Point], float] | None = None
         base_topo = self.topo(None)
         self.default_fibres = {n: spec for n, (_, _, spec) in topo_fibres(base_topo).items()}
@@ -311,7 +311,9 @@ class Resolver:
 @dataclass(frozen=True)
 class Plan:
     """An experiment, validated: its points in run order (baselines first), how often
-    each runs, the AU bar, and the optional search and capture."""
+    each runs, the AU bar, and the optional search and capture. capacity_MB_s: what the
+    lab kernel moves per CPU, once time_scale "auto" is resolved at it (resolve); None
+    before, and for a plan without "auto"."""
 
     name: str
     path: Path
@@ -325,6 +327,7 @@ class Plan:
     search: SearchSpec | None
     capture: CaptureOption | None
     resolver: Resolver = field(compare=False, repr=False)
+    capacity_MB_s: float | None = None
 
     @property
     def auto_scale(self) -> bool:

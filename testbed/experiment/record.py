@@ -21,6 +21,7 @@ from testbed import results, workload
 from testbed.errors import SpecError
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
+from testbed.experiment import resolve
 from testbed.experiment.plan import Plan, Point, format_value
 
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
@@ -94,7 +95,8 @@ def open_store(plan: Plan, out: Path, resume: bool) -> results.ResultStore:
 
 
 def meta_of(plan: Plan) -> dict[str, Any]:
-    """meta.json: the environment and the whole plan (every point's settings)."""
+    """meta.json: the environment and the whole plan (every point's settings, and its
+    time scales as resolved: for "auto", the calibration and every point's k)."""
     return {
         "experiment": plan.name, "file": str(plan.path), "topology": plan.topology,
         "description": plan.description, "repetitions": plan.repetitions,
@@ -107,4 +109,5 @@ def meta_of(plan: Plan) -> dict[str, Any]:
                     "equipment delay, measured in the same run",
         "cache": "cold client for every point (fresh mounts + drop_caches, fresh FS-Cache); "
                  "server data in memory (tmpfs)",
+        "time_scale": resolve.scale_record(plan),
     }

@@ -1,14 +1,15 @@
-"""Running a plan: every (point, repetition) in order, on the rigs they need, each
-point's rows appended to results.csv as soon as it is measured (a crash or Ctrl-C loses
-nothing; --resume skips what is done). A point that fails is recorded as failed with its
-reason, its rig is torn down, and the next point starts on a fresh one.
+"""Running a resolved plan in this kernel: every (point, repetition) in order, on the
+rigs they need, each point's rows appended to results.csv as soon as it is measured (a
+crash or Ctrl-C loses nothing; --resume skips what is done). A point that fails is
+recorded as failed with its reason, its rig is torn down, and the next point starts on a
+fresh one. Every decision about the plan (time_scale "auto") is made before it gets here
+(resolve); the checks that must fail first are open_results'.
 
 The runner knows nothing of terminals: it tells a Listener what it is doing.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -16,13 +17,14 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from testbed import results
 from testbed.errors import SpecError, TestbedError
 from testbed.experiment import marks
 from testbed.experiment import measure as measure_mod
-from testbed.experiment import record
+from testbed.experiment import record, resolve
+from testbed.experiment import search as search_mod
 from testbed.experiment.plan import Plan, Point
 from testbed.experiment.rig import Rig
 
@@ -115,6 +117,7 @@ def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
 
 class Runner:
     """Measures points one by one, keeping one rig up while consecutive points share it.
+    The plan comes resolved (resolve): a runner decides nothing about it.
 
     host_marks: apply the host's marks to each run's rows before they are written
     (marks.host_mark_rows), for a runner that is itself the one writer of results.csv;
@@ -122,6 +125,9 @@ class Runner:
 
     def __init__(self, plan: Plan, store: results.ResultStore,
                  listener: Listener | None = None, host_marks: bool = False) -> None:
+        if not resolve.is_resolved(plan):
+            raise ValueError(f"{plan.path}: time_scale \"auto\" is not resolved: resolve "
+                             "the plan before running it")
         self.plan, self.store = plan, store
         self.listener = listener or Quiet()
         self.host_marks = host_marks
@@ -179,58 +185,23 @@ class Runner:
             self.measure(point, rep)
 
 
-def resolve_auto_scale(plan: Plan, out: Path | None = None, resume: bool = False,
-                       calibrate: Callable[[], float] | None = None
-                       ) -> tuple[Plan, dict[str, Any]]:
-    """For time_scale = "auto": calibrate (this lab kernel by default; from the host, a
-    calibration job), or, resuming, take the run's own calibration from its meta.json so
-    that every point keeps its k; choose k and reload the plan with it; (the plan to
-    run, what was decided for meta.json)."""
-    if not plan.auto_scale:
-        return plan, {}
-    earlier = previous_capacity(out) if resume and out is not None else None
-    if earlier is None:
-        from testbed.experiment import dilation
-        earlier = (calibrate or dilation.calibrate)()
-    return apply_capacity(plan, earlier)
-
-
-def previous_capacity(out: Path) -> float | None:
-    """The calibration a results folder's meta.json recorded for time_scale auto."""
-    try:
-        scale = json.loads((out / "meta.json").read_text()).get("time_scale")
-    except (OSError, ValueError):
-        return None
-    return float(scale["calibrated_MB_s"]) if isinstance(scale, dict) and \
-        scale.get("calibrated_MB_s") else None
-
-
-def apply_capacity(plan: Plan, capacity: float) -> tuple[Plan, dict[str, Any]]:
-    """The plan with time_scale "auto" resolved from a calibration (MB/s per CPU),
-    and what was decided, for meta.json (the same on the host and in every lab kernel)."""
-    from testbed.experiment import dilation
-    scaled = dilation.rescale(plan, dilation.choose(plan, capacity))
-    ks = {p.id: p.time_scale for p in scaled.points}
-    log.warning("time_scale auto: the lab kernel moves %.0f MB/s of NFS reads per CPU; "
-                "k = %s", capacity,
-                ", ".join(f"{k:g}" for k in sorted(set(ks.values()))))
-    return scaled, {"auto": True, "calibrated_MB_s": capacity, "per_point": ks}
-
-
-def run(plan: Plan, out: Path, resume: bool = False,
-        listener: Listener | None = None) -> Outcome:
-    """Run a plan into `out` (results.csv, meta.json); the grid first, then [search].
-
-    Raises SpecError when `out` holds results and resume is False, or the data cannot
-    fit this kernel's memory."""
-    from testbed.experiment import search as search_mod
+def open_results(plan: Plan, out: Path, resume: bool = False) -> results.ResultStore:
+    """The results folder for a run in this kernel, after the checks that must fail
+    before anything is built or calibrated: SpecError when `out` holds results and
+    resume is False, the data cannot fit this kernel's memory, or a capture is too large
+    to dissect here."""
     store = record.open_store(plan, out, resume)
     check_memory(plan)
     check_capture(plan)
-    plan, scale = resolve_auto_scale(plan, out, resume)
+    return store
+
+
+def run(plan: Plan, store: results.ResultStore, resume: bool = False,
+        listener: Listener | None = None) -> Outcome:
+    """Run a resolved plan (resolve: nothing is decided here) into its results folder
+    (open_results: results.csv, meta.json); the grid first, then [search]."""
     done = store.done() if resume else set()
-    store.write_meta({**record.meta_of(plan), "time_scale": scale or sorted(
-        {p.time_scale for p in plan.points})})
+    store.write_meta(record.meta_of(plan))
     listener = listener or Quiet()
     listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
     with Runner(plan, store, listener, host_marks=True) as runner:

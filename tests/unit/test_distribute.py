@@ -455,13 +455,13 @@ def test_the_guest_calibrates_or_applies_the_hosts_capacity(tmp_path, monkeypatc
 
 
 def test_a_resumed_run_keeps_its_calibration(tmp_path):
-    from testbed.experiment import runner
+    from testbed.experiment import resolve
     out = tmp_path / "out"
     out.mkdir()
-    assert runner.previous_capacity(out) is None
+    assert resolve.previous_capacity(out) is None
     (out / "meta.json").write_text(json.dumps({"time_scale": {"auto": True,
                                                               "calibrated_MB_s": 640.0}}))
-    assert runner.previous_capacity(out) == 640.0
+    assert resolve.previous_capacity(out) == 640.0
     plan = make_plan(tmp_path, AUTO)
-    scaled, record = runner.resolve_auto_scale(plan, out, resume=True)  # no calibration
+    scaled, record = resolve.auto_scale(plan, out, resume=True)  # no calibration
     assert record["calibrated_MB_s"] == 640.0 and scaled.points[0].time_scale >= 1
