@@ -235,6 +235,8 @@ def _on_lab_kernels(args: argparse.Namespace) -> bool:
 
 def _run_distributed(plan: Any, outdir: Path, args: argparse.Namespace,
                      listener: ProgressListener) -> Any:
+    """Measure the plan in lab kernels started from here (--parallel) or on Dask
+    workers (--scheduler); print how the runs were spread."""
     from testbed.experiment import distribute, pools
     if args.scheduler is not None:
         pools.check_address(args.scheduler)
@@ -249,6 +251,8 @@ def _run_distributed(plan: Any, outdir: Path, args: argparse.Namespace,
 
 
 def _report(plan: Any, outdir: Path, outcome: Any) -> int:
+    """Build and print the report of a results folder; the exit status (EXIT_FAILED
+    when a point failed)."""
     from testbed.experiment import report
     rep = report.build(outdir, plan)
     out.print(rep.table)

@@ -80,6 +80,7 @@ class Dispatcher:
 
     def __init__(self, plan: Plan, opts: Options, sink: Sink, pool: Any, limit: Limit,
                  listener: Listener) -> None:
+        """Nothing in flight yet: the grid is handed out by run()."""
         self.plan, self.opts, self.sink, self.pool = plan, opts, sink, pool
         self.limit, self.listener = limit, listener
         self.ledger = Ledger(retry_marked=limit.adaptive)

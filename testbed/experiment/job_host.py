@@ -58,10 +58,13 @@ class JobDir:
     """A job's folder under REPO/.lab/jobs, owned by this process; removed on exit."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
+        """The folder a job spec will get (made on entry)."""
         self.spec = spec
         self.path = JOBS / f"{spec['id']}-{uuid.uuid4().hex[:8]}"
 
     def __enter__(self) -> JobDir:
+        """Make the folder with its owner and spec, atomically, after sweeping stale
+        ones."""
         JOBS.mkdir(parents=True, exist_ok=True)
         sweep_stale()
         # Made under a hidden name and renamed: another job's sweep never sees it
@@ -75,6 +78,7 @@ class JobDir:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Remove the folder and everything the guest wrote in it."""
         shutil.rmtree(self.path, ignore_errors=True)
 
     def others(self) -> int:
@@ -108,6 +112,7 @@ class EventTail:
     """Complete lines appended to events.jsonl since the last read."""
 
     def __init__(self, path: Path) -> None:
+        """Read `path` from its start."""
         self.path = path
         self.offset = 0
 
@@ -124,6 +129,7 @@ class EventTail:
 
 
 def _read_json(path: Path) -> Any:
+    """A JSON file's content, None when it is missing or incomplete."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

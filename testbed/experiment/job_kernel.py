@@ -53,6 +53,7 @@ class EventLog:
     """A runner Listener that appends each finished run to JOBDIR/events.jsonl."""
 
     def __init__(self, jobdir: Path) -> None:
+        """Append to jobdir/events.jsonl; steps.csv is read from its start."""
         self.jobdir = jobdir
         self._steps_at = 0
 

@@ -37,14 +37,17 @@ class LocalPool:
     streams = True
 
     def __init__(self, slots: int) -> None:
+        """Up to `slots` lab kernels at once, each in a thread."""
         self.slots = slots
         self.stop = threading.Event()
         self.executor = cf.ThreadPoolExecutor(slots, thread_name_prefix="labkernel")
 
     def __enter__(self) -> LocalPool:
+        """The pool, ready for jobs."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop every lab kernel still running."""
         self.close()
 
     def capacity(self) -> int:
@@ -75,6 +78,8 @@ class DaskPool:
     streams = False
 
     def __init__(self, address: str) -> None:
+        """Connect to the Dask scheduler at `address`: SpecError without Dask,
+        TestbedError when it cannot be reached."""
         try:
             from distributed import Client
         except ImportError:
@@ -90,9 +95,11 @@ class DaskPool:
         self._futures: dict[str, Any] = {}
 
     def __enter__(self) -> DaskPool:
+        """The pool, connected."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Cancel what is not finished and disconnect (close)."""
         self.close()
 
     def capacity(self) -> int:

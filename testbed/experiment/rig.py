@@ -52,6 +52,7 @@ class Rig:
     """Network + dataset + nfsd for the points of one group (see the module docstring)."""
 
     def __init__(self, point: Point) -> None:
+        """The point's topology and network, not started yet (see start)."""
         self.group = point.group
         self.dataset = point.dataset
         self.server_spec = point.server
@@ -67,10 +68,12 @@ class Rig:
         return topology.worker_hosts(self.topo)
 
     def __enter__(self) -> Rig:
+        """The rig, started."""
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Tear it all down."""
         self.close()
 
     def start(self) -> None:

@@ -125,6 +125,7 @@ class Runner:
 
     def __init__(self, plan: Plan, store: results.ResultStore,
                  listener: Listener | None = None, host_marks: bool = False) -> None:
+        """No rig yet: the first point builds one."""
         if not resolve.is_resolved(plan):
             raise ValueError(f"{plan.path}: time_scale \"auto\" is not resolved: resolve "
                              "the plan before running it")
@@ -136,9 +137,11 @@ class Runner:
         self.outcome = Outcome(store.out)
 
     def __enter__(self) -> Runner:
+        """The runner; its rig is torn down on exit."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Tear down the current rig."""
         self.close()
 
     def close(self) -> None:
@@ -147,6 +150,8 @@ class Runner:
         self._rig = None
 
     def _rig_for(self, point: Point) -> Rig:
+        """The running rig if the point shares its group, else a fresh one (the old
+        one torn down first)."""
         if self._rig is not None and self._rig.group == point.group:
             return self._rig
         self.close()

@@ -104,6 +104,7 @@ class Search:
 
     def __init__(self, plan: Plan, runner: Any, store: ResultStore,
                  setting: dict[Key, Any]) -> None:
+        """An empty bracket for one setting of the plan's search."""
         self.plan, self.runner, self.store, self.setting = plan, runner, store, setting
         self.bracket = Bracket({}, {})
         self.probes = 0

@@ -27,6 +27,7 @@ class Sink:
     """Appends what lab kernels measured into one results folder."""
 
     def __init__(self, store: results.ResultStore) -> None:
+        """Write into the folder of `store` (its results.csv columns)."""
         self.store = store
         self.out = store.out
 
