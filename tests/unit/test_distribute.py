@@ -465,3 +465,23 @@ def test_a_resumed_run_keeps_its_calibration(tmp_path):
     plan = make_plan(tmp_path, AUTO)
     scaled, record = resolve.auto_scale(plan, out, resume=True)  # no calibration
     assert record["calibrated_MB_s"] == 640.0 and scaled.points[0].time_scale >= 1
+
+
+def test_a_plan_is_resolved_before_it_runs(tmp_path):
+    """time_scale "auto" is decided before a run starts: a runner refuses a plan that
+    leaves it open, and meta.json records the capacity and every point's k."""
+    from testbed.experiment import estimate, resolve, runner
+    plan = make_plan(tmp_path, AUTO)
+    store = ResultStore(tmp_path / "out", record.columns(plan))
+    with pytest.raises(ValueError, match="resolve"):
+        runner.Runner(plan, store)
+    with pytest.raises(ValueError, match="resolve"):
+        estimate.describe(plan)
+    nominal = resolve.nominal(plan)
+    assert resolve.is_resolved(nominal) and nominal.capacity_MB_s == resolve.NOMINAL_LAB_MB_S
+    assert resolve.nominal(nominal) is nominal
+    scale = record.meta_of(nominal)["time_scale"]
+    assert scale["calibrated_MB_s"] == resolve.NOMINAL_LAB_MB_S
+    assert scale["per_point"] == {p.id: p.time_scale for p in nominal.points}
+    fixed = make_plan(tmp_path)
+    assert resolve.nominal(fixed) is fixed and record.meta_of(fixed)["time_scale"] == [1.0]
