@@ -2,10 +2,12 @@
 in a fresh lab kernel that the host started for this job (testbed.experiment.job_host).
 
 It reads JOBDIR/job.json (a spec from testbed.experiment.jobs), loads the plan from the
-experiment's text exactly as the host did, and measures the job's runs with the ordinary
-Runner (one testbed per group, torn down in reverse) into JOBDIR, or runs one setting's
-search there. The host is the only writer of the results folder; this side writes only
-into JOBDIR:
+experiment's text exactly as the host did, resolves it as the host did (time_scale
+"auto" at the host's calibration, carried by the spec; or, for the calibration job,
+calibrates this kernel and stops there), and measures the job's runs with the ordinary
+Runner (one rig per group, torn down in reverse) into JOBDIR, or runs one setting's
+search there. The host is the only writer of the results folder, and marks what it
+receives (marks); this side writes only into JOBDIR:
 
   events.jsonl  a line when a run starts, and one when it ends, fsynced at once: the run
                 id, its rows, its steps.csv lines and seconds (the host streams them into
