@@ -7,7 +7,8 @@ repetition, status, reason, worker, site), every knob's value (fibre knobs per l
 worker's path (km, RTT, rate, loss), the measurements (AU, samples/s, MB/s, stall,
 preparation) and their context (guest CPU busy, the host's scheduler, the kernel's
 read-ahead, bounds). steps.csv has every loader step's raw timings (STEP_COLUMNS);
-meta.json the environment and the whole plan (meta_of).
+search.csv a row per [search] setting (SEARCH_COLUMNS); meta.json the environment and
+the whole plan (meta_of).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ PATH = ("time_scale_k", "path_km", "rtt_ms", "path_rate_mbit", "path_loss_pct", 
 METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
 STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
                 "samples", "measured")
+SEARCH_COLUMNS = ("setting", "knob", "target", "meets_up_to", "fails_from",
+                  "metric_at_meets", "metric_at_fails", "crossing", "uncertainty", "points",
+                  "note")
 CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel", "loss_seed",
            *explain_mod.COLUMNS)
 

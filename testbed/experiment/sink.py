@@ -14,7 +14,6 @@ from typing import Any
 
 from testbed import results
 from testbed.experiment import record
-from testbed.experiment import search as search_mod
 
 
 def _value(v: Any) -> Any:
@@ -65,7 +64,7 @@ class Sink:
         writes it)."""
         path = self.out / "search.csv"
         with open(path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=search_mod.COLUMNS, extrasaction="ignore")
+            w = csv.DictWriter(fh, fieldnames=record.SEARCH_COLUMNS, extrasaction="ignore")
             w.writeheader()
             w.writerows(rows)
         return path
