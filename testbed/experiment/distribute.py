@@ -2,13 +2,16 @@
 this host (--parallel) or on Dask workers on lab hosts (--scheduler), written into one
 results folder as the runs arrive.
 
-The grid's runs go out as jobs (testbed.experiment.jobs: runs sharing a testbed, split
-over the free lab kernels); once the grid is done, each setting of a [search] is one job
-(its bisection is sequential and reuses the grid's rows; different settings run side by
-side). This process is the only writer of results.csv (sink.Sink): every run's rows
-are appended once, as its event arrives (ledger.Ledger); a job whose kernel or worker
-died has its unreported runs sent out again. `--parallel auto` backs off when runs come
-out emulator-limited while sharing the machine, and measures such runs once more
+The plan is resolved first (resolve: time_scale "auto" from one calibration job in a lab
+kernel alone, or meta.json's calibration on --resume) and every job carries that
+capacity, so all lab kernels run the same plan. The grid's runs go out as jobs
+(testbed.experiment.jobs: runs sharing a testbed, split over the free lab kernels); once
+the grid is done, each setting of a [search] is one job (its bisection is sequential and
+reuses the grid's rows; different settings run side by side). This process is the only
+writer of results.csv (sink.Sink): every run's rows are marked with the host's evidence
+(marks) and appended once, as its event arrives (ledger.Ledger); a job whose kernel or
+worker died has its unreported runs sent out again. `--parallel auto` backs off when runs
+come out emulator-limited while sharing the machine, and measures such runs once more
 (ledger.Limit). meta.json records the plan, the lab kernels' environments, the
 parallelism and every back-off.
 """

@@ -1,5 +1,6 @@
-"""`testbed run FILE --check`: the validated plan as a table and an estimate of how long
-it will take, without touching the kernel.
+"""`testbed run FILE --check`: the validated plan, resolved as a typical lab kernel would
+resolve it (resolve.nominal), as a table and an estimate of how long it will take,
+without touching the kernel. distribute sizes its jobs' timeouts from the same estimate.
 
 The estimate adds, per testbed (points sharing topology, nfsd and dataset), the set-up
 (network, dataset generation, nfsd's grace period) and, per point and repetition, the
