@@ -115,6 +115,13 @@ def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
                         f"(LAB_MEM={math.ceil(want)}G lab/run ...)")
 
 
+def _require_resolved(plan: Plan) -> None:
+    """ValueError for a plan that still leaves a decision open (resolve decides it)."""
+    if not resolve.is_resolved(plan):
+        raise ValueError(f"{plan.path}: time_scale \"auto\" is not resolved: resolve "
+                         "the plan before running it")
+
+
 class Runner:
     """Measures points one by one, keeping one rig up while consecutive points share it.
     The plan comes resolved (resolve): a runner decides nothing about it.
@@ -126,9 +133,7 @@ class Runner:
     def __init__(self, plan: Plan, store: results.ResultStore,
                  listener: Listener | None = None, host_marks: bool = False) -> None:
         """No rig yet: the first point builds one."""
-        if not resolve.is_resolved(plan):
-            raise ValueError(f"{plan.path}: time_scale \"auto\" is not resolved: resolve "
-                             "the plan before running it")
+        _require_resolved(plan)
         self.plan, self.store = plan, store
         self.listener = listener or Quiet()
         self.host_marks = host_marks
@@ -205,6 +210,7 @@ def run(plan: Plan, store: results.ResultStore, resume: bool = False,
         listener: Listener | None = None) -> Outcome:
     """Run a resolved plan (resolve: nothing is decided here) into its results folder
     (open_results: results.csv, meta.json); the grid first, then [search]."""
+    _require_resolved(plan)
     done = store.done() if resume else set()
     store.write_meta(record.meta_of(plan))
     listener = listener or Quiet()
