@@ -159,6 +159,7 @@ class ProgressListener:
     """Draws a progress bar on a terminal, one line per finished point otherwise."""
 
     def __init__(self, console: Console) -> None:
+        """A bar on `console` when it is a terminal; counts start at zero."""
         self.console = console
         self.progress = Progress(console=console, refresh_per_second=2,
                                  disable=not console.is_terminal)
@@ -358,6 +359,7 @@ def _count(text: str) -> int:
 
 
 def _parallel(text: str) -> int | str:
+    """--parallel: auto, or a number of lab kernels from 1 to 64."""
     if text.strip() == "auto":
         return "auto"
     value = _count(text)
@@ -367,6 +369,8 @@ def _parallel(text: str) -> int | str:
 
 
 def _experiment_args(p: argparse.ArgumentParser) -> None:
+    """The options `run` and `demo` share: where results go, resume, --check, -p, and
+    where the points are measured."""
     p.add_argument("--out", default=None, help="output folder (default results/<name>)")
     p.add_argument("--resume", action="store_true", help="skip points already done in --out")
     p.add_argument("--check", action="store_true",
