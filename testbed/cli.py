@@ -161,6 +161,7 @@ class ProgressListener:
     """Draws a progress bar on a terminal, one line per finished point otherwise."""
 
     def __init__(self, console: Console) -> None:
+        """A bar on `console` when it is a terminal; counts start at zero."""
         self.console = console
         self.progress = Progress(console=console, refresh_per_second=2,
                                  disable=not console.is_terminal)
@@ -197,10 +198,12 @@ class ProgressListener:
 
 
 def _run_experiment(path: Path, args: argparse.Namespace) -> int:
-    from testbed.experiment import check, plan as plan_mod, runner
+    """Load an experiment; --check: the plan resolved at a typical lab kernel, as a table
+    and an estimate; else measure it (here, or in lab kernels from the host) and report."""
+    from testbed.experiment import estimate, plan as plan_mod, resolve, run_plan
     plan = plan_mod.load(path, _params(args.param))
     if args.check:
-        table, lines = check.describe(plan)
+        table, lines = estimate.describe(resolve.nominal(plan))
         out.print(table)
         for line in lines:
             out.print(line, markup=False)
@@ -214,7 +217,7 @@ def _run_experiment(path: Path, args: argparse.Namespace) -> int:
         if on_host:
             outcome = _run_distributed(plan, outdir, args, listener)
         else:
-            outcome = runner.run(plan, outdir, resume=args.resume, listener=listener)
+            plan, outcome = run_plan(plan, outdir, resume=args.resume, listener=listener)
     finally:
         listener.stop()
     return _report(plan, outdir, outcome)
@@ -235,6 +238,8 @@ def _on_lab_kernels(args: argparse.Namespace) -> bool:
 
 def _run_distributed(plan: Any, outdir: Path, args: argparse.Namespace,
                      listener: ProgressListener) -> Any:
+    """Measure the plan in lab kernels started from here (--parallel) or on Dask
+    workers (--scheduler); print how the runs were spread."""
     from testbed.experiment import distribute, pools
     if args.scheduler is not None:
         pools.check_address(args.scheduler)
@@ -249,6 +254,8 @@ def _run_distributed(plan: Any, outdir: Path, args: argparse.Namespace,
 
 
 def _report(plan: Any, outdir: Path, outcome: Any) -> int:
+    """Build and print the report of a results folder; the exit status (EXIT_FAILED
+    when a point failed)."""
     from testbed.experiment import report
     rep = report.build(outdir, plan)
     out.print(rep.table)
@@ -354,6 +361,7 @@ def _count(text: str) -> int:
 
 
 def _parallel(text: str) -> int | str:
+    """--parallel: auto, or a number of lab kernels from 1 to 64."""
     if text.strip() == "auto":
         return "auto"
     value = _count(text)
@@ -363,6 +371,8 @@ def _parallel(text: str) -> int | str:
 
 
 def _experiment_args(p: argparse.ArgumentParser) -> None:
+    """The options `run` and `demo` share: where results go, resume, --check, -p, and
+    where the points are measured."""
     p.add_argument("--out", default=None, help="output folder (default results/<name>)")
     p.add_argument("--resume", action="store_true", help="skip points already done in --out")
     p.add_argument("--check", action="store_true",

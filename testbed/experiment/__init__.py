@@ -1,21 +1,68 @@
-"""Experiments: an experiment file (TOML) -> a validated plan of points -> each point
-measured on a real testbed, its rows appended to results.csv -> a report.
+"""Experiments: an experiment file (TOML) -> a validated plan of points -> every decision
+made (resolve) -> each point measured on a real testbed, its rows appended to
+results.csv -> a report. One flow, a module per step:
 
-    dimensions  the table of knobs (one row per knob)
-    parse       the file -> typed values, checked where written
-    plan        values -> frozen, validated points with co-located baselines
-    datapaths   direct / cache / staged, registered by name
-    site        one testbed: network, nfsd and dataset, for points that share them
-    measure     one point on a site: mounts, data path, loaders, rows
-    runner      every point in order, failed points recorded, resume
-    search      [search]: where a target stops being met, per setting
-    report      tables, summaries, DLIO files and plots from results.csv
+  parse       dimensions  the table of knobs (one row per knob)
+              parse       the file -> typed values, checked where written
+              plan        values -> frozen, validated points with co-located baselines
+              datapaths   direct / cache / staged, registered by name
+  resolve     resolve     every decision before a run starts (time_scale "auto": k per
+                          point from a calibration, meta.json's on --resume, or nominal)
+              dilation    time dilation's calibration: what a lab kernel moves per CPU
+              estimate    `run --check`: the resolved plan as a table, clock notes and a
+                          time estimate
+  run         runner      every point of a resolved plan in order in this kernel, failed
+                          points recorded, resume
+              search      [search]: where a target stops being met, per setting
+              distribute  the same from the host, over lab kernels here or on Dask workers
+              jobs        a job (some runs, or a search setting) and its wire spec
+              job_host    a job's host side: a lab kernel started, its events followed
+              job_kernel  a job's lab-kernel side (python -m testbed.experiment.job_kernel)
+              pools       lab kernels on this host, or Dask workers
+              ledger      what the distributing host keeps account of (Limit, Ledger)
+  measure     rig         one running testbed: network, nfsd and dataset, for points that
+                          share them
+              measure     one point on a rig: mounts, data path, loaders, rows
+              capture     a packet capture of a point and its analysis
+              explain     the model's bounds and the emulator's evidence for a row
+  record      record      the results folder's schema: results.csv's columns and rows,
+                          steps.csv, meta.json
+              marks       marks the host's evidence puts on a run's rows
+              sink        the one writer of a results folder for runs measured elsewhere
+  report      stats       means and intervals over workers and repetitions
+              report      tables, summaries, DLIO files and plots from results.csv
+
+Entry points: run_file (a file, start to report) and run_plan (a loaded plan, resolved
+and run in this kernel). They import the steps when called, so importing this package
+imports none of them.
 """
 
-from pathlib import Path
+from __future__ import annotations
 
-REPO = Path(__file__).resolve().parent.parent.parent
-DEMO_FILE = REPO / "experiments" / "demo.toml"
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from testbed.paths import EXPERIMENTS, REPO
+
+if TYPE_CHECKING:
+    from testbed.experiment.plan import Plan
+    from testbed.experiment.runner import Listener, Outcome
+
+__all__ = ["DEMO_FILE", "REPO", "run_file", "run_plan"]
+
+DEMO_FILE = EXPERIMENTS / "demo.toml"
+
+
+def run_plan(plan: Plan, out: str | Path, resume: bool = False,
+             listener: Listener | None = None) -> tuple[Plan, Outcome]:
+    """Run a loaded plan in this kernel into `out`: the results folder opened (its checks
+    fail before anything is built), the plan resolved (time_scale "auto": this kernel
+    calibrated, or meta.json's calibration on resume), then run. (The plan as run, what
+    the run did.)"""
+    from testbed.experiment import dilation, resolve, runner
+    store = runner.open_results(plan, Path(out), resume)
+    plan, _ = resolve.auto_scale(plan, Path(out), resume, dilation.calibrate)
+    return plan, runner.run(plan, store, resume=resume, listener=listener)
 
 
 def run_file(path: str | Path, out: str | Path, resume: bool = False,
@@ -23,9 +70,8 @@ def run_file(path: str | Path, out: str | Path, resume: bool = False,
     """Load, run and report an experiment file into `out` (for scripts and tests);
     returns `out`. Raises PointFailed naming the failed runs, after the report."""
     from testbed.errors import PointFailed
-    from testbed.experiment import plan as plan_mod, report, runner
-    plan = plan_mod.load(path, overrides)
-    outcome = runner.run(plan, Path(out), resume=resume)
+    from testbed.experiment import plan as plan_mod, report
+    plan, outcome = run_plan(plan_mod.load(path, overrides), out, resume)
     report.build(Path(out), plan)
     if outcome.failed:
         raise PointFailed(f"failed: {', '.join(outcome.failed)}")

@@ -11,8 +11,9 @@ What does not (fixed kernel timers): delayed ACKs (40 ms minimum ATO), TLP's 10 
 the initial SYN timeout (1 s), NFSv4 lease renewals; each shrinks, in emulated time, by k.
 
 time_scale = "auto" picks, per point, the smallest k (1, 2, 3, 5, 7, 10, 20, ...) for
-which the point needs at most HEADROOM of what the lab kernel can move, measured once at
-the start of the run (calibrate): NFS reads at 0 km, and the CPU they cost, so that the
+which the point needs at most a share of what the lab kernel can move; that choice is
+made before the run starts (testbed.experiment.resolve). This module measures what the
+lab kernel can move (calibrate): NFS reads at 0 km, and the CPU they cost, so that the
 capacity is what one full CPU would move (a single stream's rate alone understates it:
 unet3d's 45 MB/s real at k = 70 kept the lab kernel 7 % busy on the host). Each row
 records its k.
@@ -20,51 +21,19 @@ records its k.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 import time
 from pathlib import Path
-from typing import Callable
 
-from testbed import labkernel, topology
-from testbed.experiment import explain
+from testbed import labkernel, procfs, topology
 from testbed.experiment.datapaths import drop_caches
-from testbed.experiment.measure import cpu_times
-from testbed.experiment.plan import Plan, Point
 from testbed.network.engine import Network
 from testbed.services.nfs import NfsMount, NfsServer
 from testbed.spec import MountSpec
 
-# The emulated scenario may use at most this share of what one CPU of the lab moves in
-# the calibration: its sequential 1 MiB reads cost about half per byte what a loader's
-# do (2026-12-03, UML 7.2: 1,379 MB/s per CPU calibrated; unet3d at 45 MB/s real kept
-# the kernel 7.4 % busy on the host, ~610 MB/s per CPU), so 0.25 keeps a point near half
-# a CPU.
-HEADROOM = 0.25
 CALIBRATION_MIB = 256
 CALIBRATION_S = 8.0  # read (passes over the file) at least this long: the host meter
                      # samples twice a second
-STEPS = (1, 2, 3, 5, 7)
-
-
-def nice_up(x: float) -> float:
-    """The smallest of 1, 2, 3, 5, 7, 10, 20, 30 ... that is >= x."""
-    if x <= 1:
-        return 1.0
-    decade = 10 ** math.floor(math.log10(x))
-    for m in STEPS + (10,):
-        if m * decade >= x - 1e-9:
-            return float(m * decade)
-    return float(10 * decade)
-
-
-def need_MB_s(plan: Plan, point: Point) -> float:
-    """What a point asks the lab to move, in emulated MB/s: the model's read rate of each
-    worker (demand or a bound), summed over the workers of the site."""
-    topo = plan.resolver.topo(point.workers)
-    return sum(explain.planned_bounds(topo, point, w).predicted / 1e6
-               for w in topology.worker_hosts(topo))
 
 
 def calibrate(seconds_cap: float = 60.0) -> float:
@@ -96,7 +65,7 @@ def _cpu_seconds() -> float:
     host = labkernel.host_sample()
     if host is not None:
         return host[1]
-    return cpu_times()[0] / os.sysconf("SC_CLK_TCK")
+    return procfs.cpu_times()[0] / os.sysconf("SC_CLK_TCK")
 
 
 def _read_passes(path: Path, seconds_cap: float) -> tuple[int, float]:
@@ -110,24 +79,3 @@ def _read_passes(path: Path, seconds_cap: float) -> tuple[int, float]:
                 n += got
             os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     return n, time.monotonic() - t0
-
-
-def choose(plan: Plan, capacity_MB_s: float) -> Callable[[Point], float]:
-    """k for a point: the smallest nice k that keeps what it needs within HEADROOM of
-    what the lab moves. Points get their own k (a starved far point needs no dilation
-    where its co-located baseline needs much); the invariance benchmark is what makes
-    figures measured at different k comparable, and every row records its k."""
-    room = HEADROOM * capacity_MB_s
-
-    def k_for(point: Point) -> float:
-        return nice_up(need_MB_s(plan, point) / room) if room > 0 else 1.0
-    return k_for
-
-
-def rescale(plan: Plan, k_for: Callable[[Point], float]) -> Plan:
-    """The plan with time_scale "auto" resolved, point by point (the points the search
-    adds later get theirs the same way)."""
-    plan.resolver.auto_scale = k_for
-    points = tuple(plan.resolver.point(dict(p.assignment), plan.id_keys)
-                   for p in plan.points)
-    return dataclasses.replace(plan, points=points)

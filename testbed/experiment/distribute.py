@@ -2,14 +2,17 @@
 this host (--parallel) or on Dask workers on lab hosts (--scheduler), written into one
 results folder as the runs arrive.
 
-The grid's runs go out as jobs (testbed.experiment.jobs: runs sharing a testbed, split
-over the free lab kernels); once the grid is done, each setting of a [search] is one job
-(its bisection is sequential and reuses the grid's rows; different settings run side by
-side). This process is the only writer of results.csv (collect.Sink): every run's rows
-are appended once, as its event arrives (schedule.Ledger); a job whose kernel or worker
-died has its unreported runs sent out again. `--parallel auto` backs off when runs come
-out emulator-limited while sharing the machine, and measures such runs once more
-(schedule.Limit). meta.json records the plan, the lab kernels' environments, the
+The plan is resolved first (resolve: time_scale "auto" from one calibration job in a lab
+kernel alone, or meta.json's calibration on --resume) and every job carries that
+capacity, so all lab kernels run the same plan. The grid's runs go out as jobs
+(testbed.experiment.jobs: runs sharing a testbed, split over the free lab kernels); once
+the grid is done, each setting of a [search] is one job (its bisection is sequential and
+reuses the grid's rows; different settings run side by side). This process is the only
+writer of results.csv (sink.Sink): every run's rows are marked with the host's evidence
+(marks) and appended once, as its event arrives (ledger.Ledger); a job whose kernel or
+worker died has its unreported runs sent out again. `--parallel auto` backs off when runs
+come out emulator-limited while sharing the machine, and measures such runs once more
+(ledger.Limit). meta.json records the plan, the lab kernels' environments, the
 parallelism and every back-off.
 """
 
@@ -20,21 +23,19 @@ import logging
 import queue
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testbed import labkernel, results
 from testbed.errors import SpecError, TestbedError
-from testbed.experiment import check, jobs
-from testbed.experiment import measure as measure_mod
+from testbed.experiment import estimate, jobs, marks, record, resolve
 from testbed.experiment import search as search_mod
-from testbed.experiment.collect import Sink
+from testbed.experiment.ledger import Ledger, Limit
 from testbed.experiment.plan import Plan, search_settings
 from testbed.experiment.pools import DaskPool, LocalPool
-from testbed.experiment.runner import Listener, Outcome, Quiet, meta_of, resolve_auto_scale
-from testbed.experiment import schedule
-from testbed.experiment.schedule import Ledger, Limit
+from testbed.experiment.runner import Listener, Outcome, Quiet
+from testbed.experiment.sink import Sink
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ class Options:
     parallel: int | str = "auto"
     scheduler: str | None = None
     overrides: tuple[tuple[str, str], ...] = ()
-    capacity_MB_s: float | None = None  # time_scale auto's calibration, once known
 
 
 def job_timeout_s(plan: Plan, job: jobs.Job) -> int:
@@ -61,8 +61,8 @@ def job_timeout_s(plan: Plan, job: jobs.Job) -> int:
         pts = [index[r][0] for r in job.runs]
     else:
         pts = list(plan.points)
-    per = [check.point_seconds(p, plan.resolver.topo(p.workers)) for p in pts]
-    est = check.site_seconds(pts[0]) + BOOT_S if pts else BOOT_S
+    per = [estimate.point_seconds(p, plan.resolver.topo(p.workers)) for p in pts]
+    est = estimate.site_seconds(pts[0]) + BOOT_S if pts else BOOT_S
     est += sum(per) if job.setting is None else \
         2 * plan.repetitions * search_mod.expected_probes(plan) * max(per, default=0.0)
     return int(300 + TIMEOUT_FACTOR * est)
@@ -83,6 +83,7 @@ class Dispatcher:
 
     def __init__(self, plan: Plan, opts: Options, sink: Sink, pool: Any, limit: Limit,
                  listener: Listener) -> None:
+        """Nothing in flight yet: the grid is handed out by run()."""
         self.plan, self.opts, self.sink, self.pool = plan, opts, sink, pool
         self.limit, self.listener = limit, listener
         self.ledger = Ledger(retry_marked=limit.adaptive)
@@ -100,7 +101,7 @@ class Dispatcher:
         seed = self.sink.store.csv.read_text() if job.setting is not None \
             and self.sink.store.csv.exists() else None
         spec = jobs.spec(job, self.plan, dict(self.opts.overrides), seed,
-                         job_timeout_s(self.plan, job), self.opts.capacity_MB_s)
+                         job_timeout_s(self.plan, job), self.plan.capacity_MB_s)
         self.flying[job.id] = (job, self.limit.epoch, set())
         self.listener.started(job.label)
         fut = self.pool.submit(spec, lambda ev, j=job.id: self.events.put(("event", j, ev)))
@@ -131,7 +132,8 @@ class Dispatcher:
         if ev["run"] in seen:
             return
         seen.add(ev["run"])
-        if schedule.host_mark(ev):
+        marks.host_mark_rows(ev["rows"])  # the meter's figure its kernel recorded per row
+        if marks.host_mark(ev):
             log.warning("run %s: its lab kernel waited for a CPU %.0f %% of the time; marked "
                         "emulator-limited (host)", ev["run"], ev["host_wait_pct"])
         if self.limit.observe(ev["run"], ev["rows"], ev.get("neighbours", 0), epoch):
@@ -203,7 +205,7 @@ class Dispatcher:
             self.requeue(run)
         elif action == "fail":
             point, rep = jobs.grid_runs(self.plan)[run]
-            rows = measure_mod.failed_rows(self.plan, point, rep, f"lost twice: {why}", [])
+            rows = record.failed_rows(self.plan, point, rep, f"lost twice: {why}", [])
             self.ledger.written[run] = False
             self.write({"run": run, "rows": rows, "steps": []})
 
@@ -237,9 +239,7 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
     meta.json), as runner.run does in one kernel; the report is built from it the same
     way. Raises SpecError when out holds results and resume is False, or a lab kernel
     found the plan invalid there (e.g. its data does not fit the kernel's memory)."""
-    store = results.ResultStore(out, measure_mod.columns(plan))
-    if store.csv.exists() and not resume:
-        raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
+    store = record.open_store(plan, out, resume)
     done = store.done() if resume else set()
     todo = [r for r in jobs.grid_runs(plan) if r not in done]
     listener = listener or Quiet()
@@ -252,11 +252,8 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
             labkernel.lab_ready()
             limit, why = start_limit(opts, None)
             pool = stack.enter_context(LocalPool(limit.value))
-        plan, scale = calibrate_auto(plan, opts, pool, out, resume)
-        opts = replace(opts, capacity_MB_s=scale.get("calibrated_MB_s"))
-        meta = {**meta_of(plan), "time_scale": scale or sorted(
-            {p.time_scale for p in plan.points}),
-            "execution": _execution(opts, limit, why, pool)}
+        plan, _ = calibrate_auto(plan, opts, pool, out, resume)  # before any other job
+        meta = {**record.meta_of(plan), "execution": _execution(opts, limit, why, pool)}
         store.write_meta(meta)
         listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
         d = Dispatcher(plan, opts, Sink(store), pool, limit, listener)
@@ -268,10 +265,11 @@ def run(plan: Plan, out: Path, opts: Options, resume: bool = False,
 
 def calibrate_auto(plan: Plan, opts: Options, pool: Any, out: Path | None = None,
                    resume: bool = False) -> tuple[Plan, dict[str, Any]]:
-    """For time_scale = "auto": the plan resolved as runner.run resolves it in one kernel,
-    calibrated by one calibration job in a lab kernel alone (before any other starts, so
-    that it measures the machine undisturbed); (plan, meta.json's record)."""
-    return resolve_auto_scale(plan, out, resume, lambda: _calibration_job(plan, opts, pool))
+    """For time_scale = "auto": the plan resolved before any run starts, as in one kernel
+    (resolve.auto_scale), calibrated by one calibration job in a lab kernel alone (before
+    any other starts, so that it measures the machine undisturbed), or on --resume from
+    meta.json; (plan, meta.json's record). Every job then carries its capacity."""
+    return resolve.auto_scale(plan, out, resume, lambda: _calibration_job(plan, opts, pool))
 
 
 def _calibration_job(plan: Plan, opts: Options, pool: Any) -> float:

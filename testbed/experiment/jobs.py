@@ -85,6 +85,7 @@ class Batcher:
     rest of the group)."""
 
     def __init__(self, plan: Plan, run_ids: list[str]) -> None:
+        """The runs to hand out, in run order, each with its testbed group."""
         index = grid_runs(plan)
         self.group = {r: index[r][0].group for r in run_ids}
         self.pending: list[str] = list(run_ids)
@@ -92,6 +93,7 @@ class Batcher:
         self._count = 0
 
     def __len__(self) -> int:
+        """How many runs are still pending."""
         return len(self.pending)
 
     def add(self, run_id: str, group: Any) -> None:

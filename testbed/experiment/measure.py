@@ -1,17 +1,15 @@
-"""Measuring one point on a site: its fibres set live, cold caches, fresh mounts on every
+"""Measuring one point on a rig: its fibres set live, cold caches, fresh mounts on every
 worker, its data path prepared, one loader per worker feeding its emulated accelerator,
-and one results row per worker. Everything the point sets up is pushed on the point's own
-teardown stack, undone in reverse even when the point fails.
+and one results row per worker (in record's columns). Everything the point sets up is
+pushed on the point's own teardown stack, undone in reverse even when the point fails.
 
-Rows have one fixed set of columns per plan (columns()): who and what (point, repetition,
-status, reason, worker, site), every knob's value (fibre knobs per link), the worker's
-path (km, RTT, rate, loss), the measurements (AU, samples/s, MB/s, stall, preparation)
-and their context (guest CPU busy, the kernel's read-ahead, bounds).
+This runs in the lab kernel: it records what the host's scheduler gave the kernel (lab/run's
+meter, host_cpu_pct and host_wait_pct) but leaves marking a starved run to whoever
+receives its rows (marks.host_mark_rows).
 """
 
 from __future__ import annotations
 
-import csv
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,38 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import labkernel, results, topology, workload
+from testbed import labkernel, procfs, topology, workload
 from testbed.errors import PointFailed
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
-from testbed.experiment import schedule
+from testbed.experiment import record
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
-from testbed.experiment.plan import Plan, Point, format_value
-from testbed.experiment.site import Site, counters
+from testbed.experiment.plan import Plan, Point
+from testbed.experiment.rig import Rig, counters
 from testbed.services.nfs import NfsMount
-
-RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
-       "site")
-PATH = ("time_scale_k", "path_km", "rtt_ms", "path_rate_mbit", "path_loss_pct", "mss_bytes")
-METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
-STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
-                "samples", "measured")
-CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel", "loss_seed",
-           *explain_mod.COLUMNS)
-
-
-def columns(plan: Plan) -> list[str]:
-    """results.csv's columns for this plan (the same for every row, failed ones too)."""
-    first = plan.points[0]
-    knob_cols = [k.column for k, _ in first.settings]
-    ident = [k.column for k in plan.id_keys if k.column not in knob_cols]
-    extra = [*capture_mod.COLUMNS, "captured"] if plan.capture else []
-    return [*RUN, *ident, *knob_cols, *PATH, *METRICS, *CONTEXT, *extra]
 
 
 @dataclass(frozen=True)
-class Path_:
+class WorkerPath:
     """A worker's path from the storage host: the fibre spans it crosses, combined."""
 
     km: float
@@ -61,49 +41,15 @@ class Path_:
     mss_bytes: int
 
 
-def path_of(site: Site, point: Point, worker: str) -> Path_:
+def path_of(rig: Rig, point: Point, worker: str) -> WorkerPath:
     """The combined figures of the fibres between the storage host and `worker`."""
-    names = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    names = [n for n, _ in topology.path_fibres(rig.topo, worker)]
     specs = [point.fibre(n) for n in names]
     if not specs:
-        return Path_(0.0, 0.0, math.inf, 0.0, int(point.value("mtu")) - 52)
+        return WorkerPath(0.0, 0.0, math.inf, 0.0, int(point.value("mtu")) - 52)
     keep = math.prod(1 - s.loss_pct / 100 for s in specs)
-    return Path_(sum(s.distance_km for s in specs), sum(s.rtt_ms for s in specs),
+    return WorkerPath(sum(s.distance_km for s in specs), sum(s.rtt_ms for s in specs),
                  min(s.rate_mbit for s in specs), 100 * (1 - keep), specs[0].mss_bytes)
-
-
-def cpu_times() -> tuple[float, float]:
-    """(busy, total) jiffies of all CPUs from /proc/stat."""
-    with open("/proc/stat") as fh:
-        fields = [float(x) for x in fh.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
-    return sum(fields) - idle, sum(fields)
-
-
-def base_row(plan: Plan, point: Point, rep: int, worker: str, site_name: str) -> dict[str, Any]:
-    """A row with the point's identity and every knob's value; metrics blank (NaN)."""
-    row: dict[str, Any] = dict.fromkeys(columns(plan), math.nan)
-    row.update({"point": point.run_id(rep), "repetition": rep, "status": "ok", "reason": "",
-                "baseline": point.is_baseline, "baseline_point": point.baseline_id,
-                "worker": worker, "site": site_name,
-                "time_scale_k": point.time_scale})  # the k a time_scale of "auto" chose
-    for key, value in point.ident:
-        row[key.column] = format_value(value) if isinstance(value, tuple) else value
-    for key, value in point.settings:
-        row[key.column] = format_value(value) if isinstance(value, tuple) else value
-    return row
-
-
-def failed_rows(plan: Plan, point: Point, rep: int, reason: str,
-                workers: list[str]) -> list[dict[str, Any]]:
-    """The rows of a point that could not be measured: status failed, the reason, no
-    measurements."""
-    rows = []
-    for w in workers or [""]:
-        row = base_row(plan, point, rep, w, "")
-        row.update({"status": "failed", "reason": reason.replace("\n", " ")[:500]})
-        rows.append(row)
-    return rows
 
 
 def warmup_bytes(point: Point, rtt_ms: float, rate_mbit: float) -> int:
@@ -118,7 +64,8 @@ def warmup_bytes(point: Point, rtt_ms: float, rate_mbit: float) -> int:
 
 
 def _run_loaders(roots: list[Path], point: Point,
-                 paths: list[Path_]) -> list[workload.LoaderRun]:
+                 paths: list[WorkerPath]) -> list[workload.LoaderRun]:
+    """One loader per worker at once, each with its warm-up sized for its path."""
     spec, k = point.workload, point.time_scale
     windows = [spec.window(warmup_bytes(point, p.rtt_ms, p.rate_mbit)) for p in paths]
     with ThreadPoolExecutor(len(roots)) as pool:
@@ -126,65 +73,62 @@ def _run_loaders(roots: list[Path], point: Point,
                              zip(roots, windows)))
 
 
-def write_steps(out: Path, run_id: str, workers: list[str],
-                runs: list[workload.LoaderRun]) -> None:
-    """Append every step's raw timings to steps.csv (so any figure can be recomputed)."""
-    path = out / "steps.csv"
-    new = not path.exists()
-    with open(path, "a", newline="") as fh:
-        w = csv.writer(fh)
-        if new:
-            w.writerow(STEP_COLUMNS)
-        for worker, run in zip(workers, runs):
-            first = run.warmup_steps if run.warmup_steps is not None else len(run.steps)
-            w.writerows((run_id, worker, s.index, f"{s.start_s:.6f}", f"{s.wait_s:.6f}",
-                         f"{s.compute_s:.6f}", s.bytes, s.samples, s.index >= first)
-                        for s in run.steps)
-
-
-def measure(plan: Plan, site: Site, point: Point, rep: int, out: Path) -> list[dict[str, Any]]:
-    """Measure one repetition of a point on a running site; its rows, one per worker.
+def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dict[str, Any]]:
+    """Measure one repetition of a point on a running rig; its rows, one per worker.
 
     Raises PointFailed (or the service's error) when the point cannot be measured; its
     teardown stack has run by then."""
-    state = site.net.state
+    state = rig.net.state
     with ExitStack() as stack:
-        site.apply(point, rep)
-        drop_caches()
-        data_path = DATA_PATHS[point.data_path]()
-        data_path.before_mount(site.net, point, stack)
-        state.set_phase("mounts")
-        assert site.server is not None
-        mspec = point.mount.dilated(point.time_scale)
-        mounts = [stack.enter_context(NfsMount(site.net, w, site.server, mspec))
-                  for w in site.workers]
-        prepared = data_path.prepare(site.net, point, mounts, stack)
+        mounts, prepared = _mount(rig, point, rep, stack)
         cap = None
         if plan.capture is not None and rep == 0:
             state.set_phase("capture")
-            cap = capture_mod.start(site.net, site.workers[0], plan.capture, point.id, stack)
+            cap = capture_mod.start(rig.net, rig.workers[0], plan.capture, point.id, stack)
         state.set_phase("loader")
-        paths = [path_of(site, point, w) for w in site.workers]
-        before, busy0, total0, t0 = site.fibre_readback(), *cpu_times(), time.monotonic()
-        host0 = labkernel.host_sample()
-        runs = _run_loaders([p.root for p in prepared], point, paths)
-        after, busy1, total1, t1 = site.fibre_readback(), *cpu_times(), time.monotonic()
-        host1 = labkernel.host_sample()
-        write_steps(out, point.run_id(rep), site.workers, runs)
-        ctx = _Context([m.read_ahead_kb() for m in mounts],
-                       100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
-                       {n: tuple(b - a for a, b in zip(counters(before[n]), counters(after[n])))
-                        for n in after},
-                       t1 - t0, labkernel.host_share(host0, host1)
-                       if host0 is not None and host1 is not None else {},
-                       {n: r.seed for n, r in before.items()})
-        rows = _rows(plan, site, point, rep, runs, prepared, ctx)
-        if ctx.host:  # starved by the host's scheduler: the machine's figure, say so
-            schedule.host_mark({**ctx.host, "rows": rows})
+        runs, ctx = _load(rig, point, mounts, prepared)
+        record.write_steps(out, point.run_id(rep), rig.workers, runs)
+        rows = _rows(plan, rig, point, rep, runs, prepared, ctx)
         if cap is not None:
-            _add_capture(plan, cap, rows, site, point, out)
+            _add_capture(plan, cap, rows, rig, point, out)
     state.set_phase("between points")
     return rows
+
+
+def _mount(rig: Rig, point: Point, rep: int, stack: ExitStack) -> tuple[list[NfsMount],
+                                                                        list[Any]]:
+    """The point's fibres set live, cold caches, fresh mounts on every worker and its
+    data path prepared on them (everything pushed on `stack`): (mounts, prepared)."""
+    rig.apply(point, rep)
+    drop_caches()
+    data_path = DATA_PATHS[point.data_path]()
+    data_path.before_mount(rig.net, point, stack)
+    rig.net.state.set_phase("mounts")
+    assert rig.server is not None
+    mspec = point.mount.dilated(point.time_scale)
+    mounts = [stack.enter_context(NfsMount(rig.net, w, rig.server, mspec))
+              for w in rig.workers]
+    return mounts, data_path.prepare(rig.net, point, mounts, stack)
+
+
+def _load(rig: Rig, point: Point, mounts: list[NfsMount],
+          prepared: list[Any]) -> tuple[list[workload.LoaderRun], _Context]:
+    """Run the loaders; around them, read the fibres' counters, the CPU's busy time and
+    lab/run's host meter: (the loaders' runs, what they measured besides)."""
+    paths = [path_of(rig, point, w) for w in rig.workers]
+    before, busy0, total0, t0 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
+    host0 = labkernel.host_sample()
+    runs = _run_loaders([p.root for p in prepared], point, paths)
+    after, busy1, total1, t1 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
+    host1 = labkernel.host_sample()
+    ctx = _Context([m.read_ahead_kb() for m in mounts],
+                   100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
+                   {n: tuple(b - a for a, b in zip(counters(before[n]), counters(after[n])))
+                    for n in after},
+                   t1 - t0, labkernel.host_share(host0, host1)
+                   if host0 is not None and host1 is not None else {},
+                   {n: r.seed for n, r in before.items()})
+    return runs, ctx
 
 
 @dataclass(frozen=True)
@@ -202,37 +146,37 @@ class _Context:
     seeds: dict[str, int | None]  # each fibre's netem seed as the kernel reports it
 
 
-def _explained(site: Site, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
+def _explained(rig: Rig, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
                ctx: _Context) -> dict[str, Any]:
     """The model's explanation of a worker's row, with the fibres' counters."""
-    spans = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    spans = [n for n, _ in topology.path_fibres(rig.topo, worker)]
     drops = sum(ctx.counters[n][0] for n in spans)
     sent = ctx.counters[spans[0]][1] if spans else 0
-    rmem = int(site.net.tcp.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
-    b = explain_mod.bounds(site.topo, point, worker, ra_kb, rmem, site.net.tcp.congestion)
+    rmem = int(rig.net.tcp.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
+    b = explain_mod.bounds(rig.topo, point, worker, ra_kb, rmem, rig.net.tcp.congestion)
     return explain_mod.explain(b, row, drops, sent / int(point.value("mtu")),
                                row["path_loss_pct"] / 100.0,
                                sent / max(ctx.seconds, 1e-9) / 1e6 * point.time_scale, rmem)
 
 
-def _seed_text(site: Site, worker: str, seeds: dict[str, int | None]) -> str:
+def _seed_text(rig: Rig, worker: str, seeds: dict[str, int | None]) -> str:
     """The netem seed of the first fibre on the worker's path, as 0x + 16 hex digits
     (text: a u64 does not survive CSV as a number); "" without a fibre or a kernel seed."""
-    spans = [n for n, _ in topology.path_fibres(site.topo, worker)]
+    spans = [n for n, _ in topology.path_fibres(rig.topo, worker)]
     seed = seeds.get(spans[0]) if spans else None
     return "" if seed is None else f"0x{seed:016x}"
 
 
-def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.LoaderRun],
+def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.LoaderRun],
           prepared: list[Any], ctx: _Context) -> list[dict[str, Any]]:
     """One row per worker; PointFailed if any worker's loader hit an I/O error."""
-    errors = [f"{w}: {r.error}" for w, r in zip(site.workers, runs) if r.error]
+    errors = [f"{w}: {r.error}" for w, r in zip(rig.workers, runs) if r.error]
     if errors:
         raise PointFailed("; ".join(errors))
     rows = []
-    for w, run, prep, ra_kb in zip(site.workers, runs, prepared, ctx.ra_kb):
-        path = path_of(site, point, w)
-        row = base_row(plan, point, rep, w, topology.site_of(site.topo, w))
+    for w, run, prep, ra_kb in zip(rig.workers, runs, prepared, ctx.ra_kb):
+        path = path_of(rig, point, w)
+        row = record.base_row(plan, point, rep, w, topology.site_of(rig.topo, w))
         row.update({"path_km": path.km, "rtt_ms": path.rtt_ms,
                     "path_rate_mbit": path.rate_mbit, "path_loss_pct": path.loss_pct,
                     "mss_bytes": path.mss_bytes,
@@ -240,19 +184,19 @@ def _rows(plan: Plan, site: Site, point: Point, rep: int, runs: list[workload.Lo
                     "prep_s": prep.prep_s / point.time_scale,
                     "cpu_busy_pct": ctx.cpu_busy_pct, **ctx.host,
                     "read_ahead_kb_kernel": ra_kb,
-                    "loss_seed": _seed_text(site, w, ctx.seeds)})
-        row.update(_explained(site, point, w, row, ra_kb, ctx))
+                    "loss_seed": _seed_text(rig, w, ctx.seeds)})
+        row.update(_explained(rig, point, w, row, ra_kb, ctx))
         if plan.capture is not None:
             row["captured"] = False
         rows.append(row)
     return rows
 
 
-def _add_capture(plan: Plan, cap: Any, rows: list[dict[str, Any]], site: Site,
+def _add_capture(plan: Plan, cap: Any, rows: list[dict[str, Any]], rig: Rig,
                  point: Point, out: Path) -> None:
     """The capture's analysis into the first worker's row."""
     assert plan.capture is not None
-    path = path_of(site, point, site.workers[0])
+    path = path_of(rig, point, rig.workers[0])
     rows[0].update(capture_mod.analyse(cap, plan.capture, out, point.id, path.rate_mbit,
                                        path.rtt_ms))
     rows[0]["captured"] = True

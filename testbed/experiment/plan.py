@@ -154,12 +154,14 @@ def _preset_bar(raw: RawPlan) -> float:
 
 
 def _record_needs_records(p: Point) -> str | None:
+    """Record access reads record files: the dataset must be written as records."""
     if p.workload.access == "record" and p.dataset.format != "record":
         return "access = \"record\" needs [dataset] format = \"record\""
     return None
 
 
 def _version_served(p: Point) -> str | None:
+    """The mount's NFS version must be one the server offers."""
     if p.mount.vers not in p.server.versions:
         return (f"vers {p.mount.vers} is not served: add it to [server] versions "
                 f"(now {', '.join(p.server.versions)})")
@@ -167,6 +169,7 @@ def _version_served(p: Point) -> str | None:
 
 
 def _cache_fits(p: Point) -> str | None:
+    """FS-Cache must hold every worker's copy of the data (with a quarter to spare)."""
     need = math.ceil(p.workers * p.dataset.total_bytes * 1.25 / 2**20)
     if p.data_path == "cache" and int(p.value("cache_mib")) < need:
         return (f"[cache] size_mib = {p.value('cache_mib')} cannot hold {p.workers} worker(s) "
@@ -175,6 +178,7 @@ def _cache_fits(p: Point) -> str | None:
 
 
 def _window_fits(p: Point) -> str | None:
+    """The longest measured window cannot be shorter than the windows it bounds."""
     if p.workload.measure_max_s < max(p.workload.measure_s, p.workload.measure_stall_s):
         return (f"measure_max_s = {p.workload.measure_max_s:g} is below measure_s = "
                 f"{p.workload.measure_s:g} or measure_stall_s = "
@@ -190,10 +194,11 @@ class Resolver:
     """Turns assignments (knob -> value, as the file writes them) into validated points."""
 
     def __init__(self, raw: RawPlan) -> None:
+        """The topology's default fibres and every knob's default, from the parsed file."""
         self.raw = raw
         self.au_bar = raw.au_bar or _preset_bar(raw)
         self._topos: dict[int | None, SiteTopo] = {}
-        # time_scale "auto": once calibrated (dilation.rescale), k for a point
+        # time_scale "auto": once resolved (resolve.rescale), k for a point
         self.auto_scale: Callable[[Point], float] | None = None
         base_topo = self.topo(None)
         self.default_fibres = {n: spec for n, (_, _, spec) in topo_fibres(base_topo).items()}
@@ -230,6 +235,7 @@ class Resolver:
         return [key]
 
     def _apply(self, values: dict[Key, Any], layer: dict[Key, Any]) -> None:
+        """Write a layer of values over `values` (plain fibre keys before per-link ones)."""
         for key in sorted(layer, key=lambda k: k.link is not None):  # plain before per-link
             for k in self.expand(key):
                 values[k] = layer[key]
@@ -281,6 +287,7 @@ class Resolver:
 
     def _build(self, values: dict[Key, Any], ident: tuple[tuple[Key, Any], ...],
                base_ident: tuple[tuple[Key, Any], ...], auto: float) -> Point:
+        """The point's specs from every knob's value (time_scale "auto" at `auto`)."""
         by = lambda target: {k.dim.spec_field: v for k, v in values.items()  # noqa: E731
                              if k.dim.target == target and k.dim.name != "mount"}
         mtu = int(values[Key(dims.BY_NAME["mtu"])])
@@ -304,7 +311,9 @@ class Resolver:
 @dataclass(frozen=True)
 class Plan:
     """An experiment, validated: its points in run order (baselines first), how often
-    each runs, the AU bar, and the optional search and capture."""
+    each runs, the AU bar, and the optional search and capture. capacity_MB_s: what the
+    lab kernel moves per CPU, once time_scale "auto" is resolved at it (resolve); None
+    before, and for a plan without "auto"."""
 
     name: str
     path: Path
@@ -318,6 +327,7 @@ class Plan:
     search: SearchSpec | None
     capture: CaptureOption | None
     resolver: Resolver = field(compare=False, repr=False)
+    capacity_MB_s: float | None = None
 
     @property
     def auto_scale(self) -> bool:

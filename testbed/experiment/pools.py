@@ -1,11 +1,11 @@
 """Where jobs run: lab kernels on this host, or Dask workers on lab hosts.
 
-Both take a job spec and return a concurrent.futures.Future of labjob.run_job's result.
+Both take a job spec and return a concurrent.futures.Future of job_host.run_job's result.
 
 LocalPool  one thread per lab kernel on this host; each run is streamed back as its lab
            kernel finishes it; closing stops every kernel still running.
 DaskPool   a Dask distributed client: each job is one task that a worker runs in a lab
-           kernel on its own host (labjob.run_job there) and returns whole. A worker lost
+           kernel on its own host (job_host.run_job there) and returns whole. A worker lost
            mid-job has its task re-run by the scheduler on another worker; the client
            sees one result per task.
 """
@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Callable
 
 from testbed.errors import SpecError, TestbedError
-from testbed.experiment import labjob
+from testbed.experiment import job_host
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +37,17 @@ class LocalPool:
     streams = True
 
     def __init__(self, slots: int) -> None:
+        """Up to `slots` lab kernels at once, each in a thread."""
         self.slots = slots
         self.stop = threading.Event()
         self.executor = cf.ThreadPoolExecutor(slots, thread_name_prefix="labkernel")
 
     def __enter__(self) -> LocalPool:
+        """The pool, ready for jobs."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop every lab kernel still running."""
         self.close()
 
     def capacity(self) -> int:
@@ -53,7 +56,7 @@ class LocalPool:
 
     def submit(self, spec: dict[str, Any], on_event: OnEvent) -> cf.Future[Any]:
         """Run the job in a lab kernel of this host; its runs go to on_event as they end."""
-        return self.executor.submit(labjob.run_job, spec, on_event, self.stop)
+        return self.executor.submit(job_host.run_job, spec, on_event, self.stop)
 
     def close(self) -> None:
         """Stop every lab kernel still running and wait for their threads."""
@@ -75,6 +78,8 @@ class DaskPool:
     streams = False
 
     def __init__(self, address: str) -> None:
+        """Connect to the Dask scheduler at `address`: SpecError without Dask,
+        TestbedError when it cannot be reached."""
         try:
             from distributed import Client
         except ImportError:
@@ -90,9 +95,11 @@ class DaskPool:
         self._futures: dict[str, Any] = {}
 
     def __enter__(self) -> DaskPool:
+        """The pool, connected."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Cancel what is not finished and disconnect (close)."""
         self.close()
 
     def capacity(self) -> int:
@@ -111,7 +118,7 @@ class DaskPool:
     def submit(self, spec: dict[str, Any], on_event: OnEvent) -> cf.Future[Any]:
         """Submit the job as a task; the future settles when its (last) worker returns."""
         key = f"apn-{spec['id']}-{uuid.uuid4().hex[:8]}"
-        fut = self.client.submit(labjob.run_job, spec, key=key, pure=False)
+        fut = self.client.submit(job_host.run_job, spec, key=key, pure=False)
         self._futures[key] = fut
         done: cf.Future[Any] = cf.Future()
 

@@ -1,14 +1,15 @@
-"""Running a plan: every (point, repetition) in order, on the sites they need, each
-point's rows appended to results.csv as soon as it is measured (a crash or Ctrl-C loses
-nothing; --resume skips what is done). A point that fails is recorded as failed with its
-reason, its site is torn down, and the next point starts on a fresh one.
+"""Running a resolved plan in this kernel: every (point, repetition) in order, on the
+rigs they need, each point's rows appended to results.csv as soon as it is measured (a
+crash or Ctrl-C loses nothing; --resume skips what is done). A point that fails is
+recorded as failed with its reason, its rig is torn down, and the next point starts on a
+fresh one. Every decision about the plan (time_scale "auto") is made before it gets here
+(resolve); the checks that must fail first are open_results'.
 
 The runner knows nothing of terminals: it tells a Listener what it is doing.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -16,13 +17,16 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from testbed import results
 from testbed.errors import SpecError, TestbedError
+from testbed.experiment import marks
 from testbed.experiment import measure as measure_mod
+from testbed.experiment import record, resolve
+from testbed.experiment import search as search_mod
 from testbed.experiment.plan import Plan, Point
-from testbed.experiment.site import Site
+from testbed.experiment.rig import Rig
 
 log = logging.getLogger(__name__)
 
@@ -111,52 +115,73 @@ def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
                         f"(LAB_MEM={math.ceil(want)}G lab/run ...)")
 
 
+def _require_resolved(plan: Plan) -> None:
+    """ValueError for a plan that still leaves a decision open (resolve decides it)."""
+    if not resolve.is_resolved(plan):
+        raise ValueError(f"{plan.path}: time_scale \"auto\" is not resolved: resolve "
+                         "the plan before running it")
+
+
 class Runner:
-    """Measures points one by one, keeping one site up while consecutive points share it."""
+    """Measures points one by one, keeping one rig up while consecutive points share it.
+    The plan comes resolved (resolve): a runner decides nothing about it.
+
+    host_marks: apply the host's marks to each run's rows before they are written
+    (marks.host_mark_rows), for a runner that is itself the one writer of results.csv;
+    a job's runs are marked by the host that receives them instead."""
 
     def __init__(self, plan: Plan, store: results.ResultStore,
-                 listener: Listener | None = None) -> None:
+                 listener: Listener | None = None, host_marks: bool = False) -> None:
+        """No rig yet: the first point builds one."""
+        _require_resolved(plan)
         self.plan, self.store = plan, store
         self.listener = listener or Quiet()
-        self._site: Site | None = None
+        self.host_marks = host_marks
+        self._rig: Rig | None = None
         self._stack = ExitStack()
         self.outcome = Outcome(store.out)
 
     def __enter__(self) -> Runner:
+        """The runner; its rig is torn down on exit."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Tear down the current rig."""
         self.close()
 
     def close(self) -> None:
-        """Tear down the current site, if any."""
+        """Tear down the current rig, if any."""
         self._stack.close()
-        self._site = None
+        self._rig = None
 
-    def _site_for(self, point: Point) -> Site:
-        if self._site is not None and self._site.group == point.group:
-            return self._site
+    def _rig_for(self, point: Point) -> Rig:
+        """The running rig if the point shares its group, else a fresh one (the old
+        one torn down first)."""
+        if self._rig is not None and self._rig.group == point.group:
+            return self._rig
         self.close()
         self._stack = ExitStack()
-        self._site = self._stack.enter_context(Site(point))
-        return self._site
+        self._rig = self._stack.enter_context(Rig(point))
+        return self._rig
 
     def measure(self, point: Point, rep: int) -> list[dict[str, Any]]:
         """Measure one repetition of a point, append its rows; a failure becomes failed
-        rows (and a fresh site for the next point), never an exception."""
+        rows (and a fresh rig for the next point), never an exception."""
         run_id = point.run_id(rep)
         self.listener.started(run_id)
         t0 = time.monotonic()
         workers: list[str] = []
         try:
-            site = self._site_for(point)
-            workers = site.workers
-            rows = measure_mod.measure(self.plan, site, point, rep, self.store.out)
+            rig = self._rig_for(point)
+            workers = rig.workers
+            rows = measure_mod.measure(self.plan, rig, point, rep, self.store.out)
+            if self.host_marks:
+                marks.host_mark_rows(rows)
             self.outcome.measured += 1
         except (TestbedError, OSError) as exc:
             log.warning("point %s failed: %s", run_id, exc)
             self.close()
-            rows = measure_mod.failed_rows(self.plan, point, rep, str(exc), workers)
+            rows = record.failed_rows(self.plan, point, rep, str(exc), workers)
             self.outcome.failed.append(run_id)
         self.store.append_rows(rows)
         self.listener.finished(run_id, rows, time.monotonic() - t0)
@@ -170,80 +195,27 @@ class Runner:
             self.measure(point, rep)
 
 
-def meta_of(plan: Plan) -> dict[str, Any]:
-    """meta.json: the environment and the whole plan (every point's settings)."""
-    return {
-        "experiment": plan.name, "file": str(plan.path), "topology": plan.topology,
-        "description": plan.description, "repetitions": plan.repetitions,
-        "au_bar": plan.au_bar, "environment": results.environment(),
-        "search": None if plan.search is None else {
-            "knob": plan.search.key.text, "range": [plan.search.lo, plan.search.hi],
-            "target": plan.search.text, "tolerance": plan.search.tolerance},
-        "points": {p.id: {k.column: v for k, v in p.settings} for p in plan.points},
-        "baseline": "the same point with every fibre at 0 km, no loss, no jitter, no "
-                    "equipment delay, measured in the same run",
-        "cache": "cold client for every point (fresh mounts + drop_caches, fresh FS-Cache); "
-                 "server data in memory (tmpfs)",
-    }
-
-
-def resolve_auto_scale(plan: Plan, out: Path | None = None, resume: bool = False,
-                       calibrate: Callable[[], float] | None = None
-                       ) -> tuple[Plan, dict[str, Any]]:
-    """For time_scale = "auto": calibrate (this lab kernel by default; from the host, a
-    calibration job), or, resuming, take the run's own calibration from its meta.json so
-    that every point keeps its k; choose k and reload the plan with it; (the plan to
-    run, what was decided for meta.json)."""
-    if not plan.auto_scale:
-        return plan, {}
-    earlier = previous_capacity(out) if resume and out is not None else None
-    if earlier is None:
-        from testbed.experiment import dilation
-        earlier = (calibrate or dilation.calibrate)()
-    return apply_capacity(plan, earlier)
-
-
-def previous_capacity(out: Path) -> float | None:
-    """The calibration a results folder's meta.json recorded for time_scale auto."""
-    try:
-        scale = json.loads((out / "meta.json").read_text()).get("time_scale")
-    except (OSError, ValueError):
-        return None
-    return float(scale["calibrated_MB_s"]) if isinstance(scale, dict) and \
-        scale.get("calibrated_MB_s") else None
-
-
-def apply_capacity(plan: Plan, capacity: float) -> tuple[Plan, dict[str, Any]]:
-    """The plan with time_scale "auto" resolved from a calibration (MB/s per CPU),
-    and what was decided, for meta.json (the same on the host and in every lab kernel)."""
-    from testbed.experiment import dilation
-    scaled = dilation.rescale(plan, dilation.choose(plan, capacity))
-    ks = {p.id: p.time_scale for p in scaled.points}
-    log.warning("time_scale auto: the lab kernel moves %.0f MB/s of NFS reads per CPU; "
-                "k = %s", capacity,
-                ", ".join(f"{k:g}" for k in sorted(set(ks.values()))))
-    return scaled, {"auto": True, "calibrated_MB_s": capacity, "per_point": ks}
-
-
-def run(plan: Plan, out: Path, resume: bool = False,
-        listener: Listener | None = None) -> Outcome:
-    """Run a plan into `out` (results.csv, meta.json); the grid first, then [search].
-
-    Raises SpecError when `out` holds results and resume is False, or the data cannot
-    fit this kernel's memory."""
-    from testbed.experiment import search as search_mod
-    store = results.ResultStore(out, measure_mod.columns(plan))
-    if store.csv.exists() and not resume:
-        raise SpecError(f"{store.csv} exists: use --resume to continue it or --out elsewhere")
+def open_results(plan: Plan, out: Path, resume: bool = False) -> results.ResultStore:
+    """The results folder for a run in this kernel, after the checks that must fail
+    before anything is built or calibrated: SpecError when `out` holds results and
+    resume is False, the data cannot fit this kernel's memory, or a capture is too large
+    to dissect here."""
+    store = record.open_store(plan, out, resume)
     check_memory(plan)
     check_capture(plan)
-    plan, scale = resolve_auto_scale(plan, out, resume)
+    return store
+
+
+def run(plan: Plan, store: results.ResultStore, resume: bool = False,
+        listener: Listener | None = None) -> Outcome:
+    """Run a resolved plan (resolve: nothing is decided here) into its results folder
+    (open_results: results.csv, meta.json); the grid first, then [search]."""
+    _require_resolved(plan)
     done = store.done() if resume else set()
-    store.write_meta({**meta_of(plan), "time_scale": scale or sorted(
-        {p.time_scale for p in plan.points})})
+    store.write_meta(record.meta_of(plan))
     listener = listener or Quiet()
     listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
-    with Runner(plan, store, listener) as runner:
+    with Runner(plan, store, listener, host_marks=True) as runner:
         runner.run_grid(done)
         if plan.search is not None:
             search_mod.run(plan, runner, store)

@@ -17,13 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from testbed.experiment import stats
+from testbed.experiment import record, stats
 from testbed.experiment.dimensions import Key
 from testbed.experiment.plan import Plan, Point, fixed_assignment, format_value, search_settings
 from testbed.results import ResultStore
-
-COLUMNS = ("setting", "knob", "target", "meets_up_to", "fails_from", "metric_at_meets",
-           "metric_at_fails", "crossing", "uncertainty", "points", "note")
 
 
 @dataclass
@@ -104,6 +101,7 @@ class Search:
 
     def __init__(self, plan: Plan, runner: Any, store: ResultStore,
                  setting: dict[Key, Any]) -> None:
+        """An empty bracket for one setting of the plan's search."""
         self.plan, self.runner, self.store, self.setting = plan, runner, store, setting
         self.bracket = Bracket({}, {})
         self.probes = 0
@@ -170,7 +168,7 @@ def run(plan: Plan, runner: Any, store: ResultStore) -> list[dict[str, Any]]:
     out = [Search(plan, runner, store, setting).run()
            for setting in search_settings(plan.resolver.raw)]
     with open(store.out / "search.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w = csv.DictWriter(fh, fieldnames=record.SEARCH_COLUMNS)
         w.writeheader()
         w.writerows(out)
     return out
@@ -179,4 +177,4 @@ def run(plan: Plan, runner: Any, store: ResultStore) -> list[dict[str, Any]]:
 def read(out: Any) -> pd.DataFrame:
     """search.csv of a results folder (empty if there was no search)."""
     path = out / "search.csv"
-    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=COLUMNS)
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=record.SEARCH_COLUMNS)

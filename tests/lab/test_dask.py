@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.experiment import labjob
+from testbed.experiment import job_host
 from testbed.labkernel import REPO, UML
 
 SWEEP = """
@@ -104,7 +104,7 @@ def cluster(tmp_path):
 
 def job_of(pid):
     """The job folder a worker process owns, once its lab kernel has finished one run."""
-    for d in labjob.JOBS.glob("*") if labjob.JOBS.is_dir() else []:
+    for d in job_host.JOBS.glob("*") if job_host.JOBS.is_dir() else []:
         try:
             owner = json.loads((d / "owner.json").read_text())
         except (OSError, ValueError):

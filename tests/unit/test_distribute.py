@@ -11,10 +11,11 @@ import pytest
 
 from testbed import labkernel
 from testbed.errors import SpecError
-from testbed.experiment import collect, distribute, guest, jobs, labjob
-from testbed.experiment import measure as measure_mod
+from testbed.experiment import distribute, job_host, job_kernel, jobs, sink
+from testbed.experiment import record
 from testbed.experiment import plan as plan_mod
-from testbed.experiment import schedule
+from testbed.experiment import marks
+from testbed.experiment.ledger import Ledger, Limit
 from testbed.results import ResultStore
 
 SWEEP = """
@@ -40,7 +41,7 @@ def make_plan(tmp_path, extra=""):
 
 def rows_of(plan, run_id, au=95.0, marked=False):
     point, rep = jobs.grid_runs(plan)[run_id]
-    row = measure_mod.base_row(plan, point, rep, "w1", "gpu")
+    row = record.base_row(plan, point, rep, "w1", "gpu")
     row.update(au_pct=au, emulator_limited=marked, emulator_reason="timers" if marked else "",
                limited_by="emulator" if marked else "compute", throughput_MB_s=10.0)
     return [row]
@@ -77,9 +78,9 @@ class FakePool:
 
 
 def dispatch(plan, tmp_path, script, parallel=2, adaptive=False):
-    store = ResultStore(tmp_path / "out", measure_mod.columns(plan))
-    limit = schedule.Limit(parallel, adaptive=adaptive)
-    d = distribute.Dispatcher(plan, distribute.Options(parallel=parallel), collect.Sink(store),
+    store = ResultStore(tmp_path / "out", record.columns(plan))
+    limit = Limit(parallel, adaptive=adaptive)
+    d = distribute.Dispatcher(plan, distribute.Options(parallel=parallel), sink.Sink(store),
                               FakePool(script), limit, distribute.Quiet())
     d.run(list(jobs.grid_runs(plan)))
     return d, store
@@ -163,7 +164,7 @@ def test_a_re_run_reporting_an_already_written_run_is_skipped(tmp_path):
 
 
 def test_a_measurement_replaces_an_earlier_failure_once():
-    ledger = schedule.Ledger(retry_marked=False)
+    ledger = Ledger(retry_marked=False)
     fail = {"run": "a", "rows": [{"status": "failed"}]}
     good = {"run": "a", "rows": [{"status": "ok"}]}
     assert ledger.decide(fail, True) == "write"
@@ -173,7 +174,7 @@ def test_a_measurement_replaces_an_earlier_failure_once():
 
 
 def test_limit_backs_off_once_per_wave_and_only_when_sharing():
-    limit = schedule.Limit(3, adaptive=True)
+    limit = Limit(3, adaptive=True)
     bad = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "cpu+timers"}]
     good = [{"status": "ok", "emulator_limited": False}]
     assert not limit.observe("a", bad, 0, 0)      # ran alone: fewer kernels cannot help
@@ -183,7 +184,7 @@ def test_limit_backs_off_once_per_wave_and_only_when_sharing():
     assert limit.observe("d", bad, 1, 1) and limit.value == 1
     assert not limit.observe("e", bad, 1, 2)      # never below one
     assert limit.history[0]["reasons"] == ["cpu", "timers"]
-    fixed = schedule.Limit(2, adaptive=False)
+    fixed = Limit(2, adaptive=False)
     assert not fixed.observe("a", bad, 1, 0) and fixed.value == 2
 
 
@@ -192,10 +193,10 @@ def test_a_clock_mark_neither_backs_off_nor_holds_a_run():
     the machine was loaded: fewer lab kernels cannot cure it."""
     clock = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "clock"}]
     both = [{"status": "ok", "emulator_limited": "True", "emulator_reason": "clock+cpu"}]
-    assert schedule.marked(clock) == [] and schedule.marked(both) == ["cpu"]
-    limit = schedule.Limit(3, adaptive=True)
+    assert marks.marked(clock) == [] and marks.marked(both) == ["cpu"]
+    limit = Limit(3, adaptive=True)
     assert not limit.observe("a", clock, 2, 0) and limit.value == 3
-    ledger = schedule.Ledger(retry_marked=True)
+    ledger = Ledger(retry_marked=True)
     assert ledger.decide({"run": "a", "rows": clock, "neighbours": 2}, True) == "write"
 
 
@@ -279,18 +280,18 @@ def test_mem_mb_reads_lab_mem_syntax():
 def test_sink_writes_rows_as_the_runner_does(tmp_path):
     plan = make_plan(tmp_path)
     run = next(iter(jobs.grid_runs(plan)))
-    rows = json.loads(guest.to_json(rows_of(plan, run)))  # through the wire, NaN and all
-    a, b = (ResultStore(tmp_path / d, measure_mod.columns(plan)) for d in ("a", "b"))
+    rows = json.loads(job_kernel.to_json(rows_of(plan, run)))  # through the wire, NaN and all
+    a, b = (ResultStore(tmp_path / d, record.columns(plan)) for d in ("a", "b"))
     a.append_rows(rows_of(plan, run))
-    collect.Sink(b).rows(rows)
+    sink.Sink(b).rows(rows)
     assert a.csv.read_text() == b.csv.read_text()
-    assert collect.Sink(b).files({"../escape": b"x", "capture/p/s.json": b"{}"}) == \
+    assert sink.Sink(b).files({"../escape": b"x", "capture/p/s.json": b"{}"}) == \
         [(b.out / "capture/p/s.json").resolve()]
 
 
 def test_event_tail_reads_complete_lines_only(tmp_path):
     path = tmp_path / "events.jsonl"
-    tail = labjob.EventTail(path)
+    tail = job_host.EventTail(path)
     assert tail.read() == []
     path.write_text('{"run": "a"}\n{"run": "b"')
     assert [e["run"] for e in tail.read()] == ["a"]
@@ -301,26 +302,26 @@ def test_event_tail_reads_complete_lines_only(tmp_path):
 
 
 def test_guest_event_log_carries_each_runs_steps(tmp_path):
-    log = guest.EventLog(tmp_path)
+    log = job_kernel.EventLog(tmp_path)
     steps = tmp_path / "steps.csv"
     steps.write_text("point,worker,step\na,w1,0\n")
     log.finished("a", [{"au_pct": 1.0}], 2.0)
     with open(steps, "a") as fh:
         fh.write("b,w1,0\nb,w1,1\n")
     log.finished("b", [], 1.0)
-    a, b = labjob.EventTail(tmp_path / "events.jsonl").read()
+    a, b = job_host.EventTail(tmp_path / "events.jsonl").read()
     assert a["steps"] == ["a,w1,0"] and b["steps"] == ["b,w1,0", "b,w1,1"]
 
 
 def test_stale_job_folders_of_dead_owners_are_swept(tmp_path, monkeypatch):
-    monkeypatch.setattr(labjob, "JOBS", tmp_path)
+    monkeypatch.setattr(job_host, "JOBS", tmp_path)
     dead, live = tmp_path / "x-dead", tmp_path / "y-live"
     for d in (dead, live):
         d.mkdir()
     (dead / "owner.json").write_text(json.dumps({"pid": 2**22 + 7, "start": "1"}))
     (live / "owner.json").write_text(json.dumps({"pid": os.getpid(),
-                                                 "start": labjob._start_time(os.getpid())}))
-    assert labjob.sweep_stale() == [dead] and live.exists() and not dead.exists()
+                                                 "start": job_host._start_time(os.getpid())}))
+    assert job_host.sweep_stale() == [dead] and live.exists() and not dead.exists()
 
 
 def test_host_mark_flags_a_kernel_that_waited_for_a_cpu():
@@ -328,17 +329,40 @@ def test_host_mark_flags_a_kernel_that_waited_for_a_cpu():
              "limited_by": "latency"}]
     calm = {"run": "a", "rows": [dict(rows[0])], "host_wait_pct": 2.0}
     starved = {"run": "b", "rows": [dict(rows[0], emulator_reason="timers")],
-               "host_wait_pct": schedule.HOST_WAIT_PCT}
-    assert not schedule.host_mark(calm) and calm["rows"][0]["emulator_limited"] is False
-    assert schedule.host_mark(starved)
+               "host_wait_pct": marks.HOST_WAIT_PCT}
+    assert not marks.host_mark(calm) and calm["rows"][0]["emulator_limited"] is False
+    assert marks.host_mark(starved)
     assert starved["rows"][0]["emulator_reason"] == "timers+host"
     assert starved["rows"][0]["limited_by"] == "emulator"
     failed = {"run": "c", "rows": [{"status": "failed"}], "host_wait_pct": 50.0}
-    assert not schedule.host_mark(failed)
+    assert not marks.host_mark(failed)
+
+
+def test_host_mark_rows_uses_each_rows_own_meter_figure(tmp_path):
+    """The meter figure a lab kernel recorded in a row marks it when the host receives
+    the run (no meter: NaN, never marked)."""
+    def row(wait):
+        return {"status": "ok", "emulator_limited": False, "emulator_reason": "",
+                "limited_by": "latency", "host_wait_pct": wait}
+    rows = [row(math.nan), row(marks.HOST_WAIT_PCT - 1), row(marks.HOST_WAIT_PCT)]
+    assert marks.host_mark_rows(rows)
+    assert [r["emulator_limited"] for r in rows] == [False, False, True]
+    assert rows[2]["emulator_reason"] == "host" and not marks.host_mark_rows(rows[:2])
+    plan = make_plan(tmp_path)
+
+    def script(spec, n):
+        evs = [event(plan, r) for r in spec["runs"]]
+        for ev in evs:
+            ev["rows"][0]["host_wait_pct"] = 50.0
+        return evs, {}
+
+    _, store = dispatch(plan, tmp_path, script)
+    with open(store.csv, newline="") as fh:
+        assert {r["emulator_reason"] for r in csv.DictReader(fh)} == {"host"}
 
 
 def test_a_limit_follows_its_cap_minus_back_offs():
-    limit = schedule.Limit(4, adaptive=True)
+    limit = Limit(4, adaptive=True)
     bad = [{"status": "ok", "emulator_limited": True, "emulator_reason": "host"}]
     assert limit.observe("a", bad, 1, 0) and limit.value == 3
     limit.cap = 2            # a Dask worker left
@@ -361,10 +385,10 @@ def test_a_host_marked_run_beside_others_backs_off_auto(tmp_path):
 
 
 def test_job_folders_made_at_once_never_sweep_each_other(tmp_path, monkeypatch):
-    monkeypatch.setattr(labjob, "JOBS", tmp_path / "jobs")
+    monkeypatch.setattr(job_host, "JOBS", tmp_path / "jobs")
     spec = {"id": "g", "experiment": {"name": "t.toml"}}
     with cf.ThreadPoolExecutor(8) as pool:
-        dirs = list(pool.map(lambda _: labjob.JobDir(spec).__enter__(), range(32)))
+        dirs = list(pool.map(lambda _: job_host.JobDir(spec).__enter__(), range(32)))
     assert all((d.path / "owner.json").exists() and (d.path / "job.json").exists()
                for d in dirs)
     assert dirs[0].others() == 31
@@ -427,17 +451,37 @@ def test_the_guest_calibrates_or_applies_the_hosts_capacity(tmp_path, monkeypatc
     spec = jobs.spec(jobs.Job("cal", calibrate=True), plan, {})
     jobdir = tmp_path / "job"
     jobdir.mkdir()
-    assert guest.measure_job(spec, jobdir) == {"calibrated_MB_s": 77.0}
+    assert job_kernel.measure_job(spec, jobdir) == {"calibrated_MB_s": 77.0}
 
 
 def test_a_resumed_run_keeps_its_calibration(tmp_path):
-    from testbed.experiment import runner
+    from testbed.experiment import resolve
     out = tmp_path / "out"
     out.mkdir()
-    assert runner.previous_capacity(out) is None
+    assert resolve.previous_capacity(out) is None
     (out / "meta.json").write_text(json.dumps({"time_scale": {"auto": True,
                                                               "calibrated_MB_s": 640.0}}))
-    assert runner.previous_capacity(out) == 640.0
+    assert resolve.previous_capacity(out) == 640.0
     plan = make_plan(tmp_path, AUTO)
-    scaled, record = runner.resolve_auto_scale(plan, out, resume=True)  # no calibration
+    scaled, record = resolve.auto_scale(plan, out, resume=True)  # no calibration
     assert record["calibrated_MB_s"] == 640.0 and scaled.points[0].time_scale >= 1
+
+
+def test_a_plan_is_resolved_before_it_runs(tmp_path):
+    """time_scale "auto" is decided before a run starts: a runner refuses a plan that
+    leaves it open, and meta.json records the capacity and every point's k."""
+    from testbed.experiment import estimate, resolve, runner
+    plan = make_plan(tmp_path, AUTO)
+    store = ResultStore(tmp_path / "out", record.columns(plan))
+    with pytest.raises(ValueError, match="resolve"):
+        runner.Runner(plan, store)
+    with pytest.raises(ValueError, match="resolve"):
+        estimate.describe(plan)
+    nominal = resolve.nominal(plan)
+    assert resolve.is_resolved(nominal) and nominal.capacity_MB_s == resolve.NOMINAL_LAB_MB_S
+    assert resolve.nominal(nominal) is nominal
+    scale = record.meta_of(nominal)["time_scale"]
+    assert scale["calibrated_MB_s"] == resolve.NOMINAL_LAB_MB_S
+    assert scale["per_point"] == {p.id: p.time_scale for p in nominal.points}
+    fixed = make_plan(tmp_path)
+    assert resolve.nominal(fixed) is fixed and record.meta_of(fixed)["time_scale"] == [1.0]

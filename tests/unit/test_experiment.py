@@ -193,15 +193,15 @@ def test_server_table(tmp_path):
 
 
 def test_congestion_is_a_knob_and_check_names_dilated_cubic_under_loss(tmp_path):
-    from testbed.experiment import check
+    from testbed.experiment import estimate
     plan = load(tmp_path, "[fixed]\ndistance_km = 3000\nloss_pct = 0.1\ntime_scale = 5\n"
                           "[sweep]\ncongestion = [\"cubic\", \"reno\"]\n")
     far = [p for p in plan.points if not p.is_baseline]
     assert {p.congestion for p in far} == {"cubic", "reno"}
-    assert [check.dilated_cubic_under_loss(p) for p in far] == [True, False]
-    assert all(check.dilated_delayed_ack_under_loss(p) for p in far)
+    assert [estimate.dilated_cubic_under_loss(p) for p in far] == [True, False]
+    assert all(estimate.dilated_delayed_ack_under_loss(p) for p in far)
     assert any("CUBIC with loss under time dilation" in line
-               for line in check.describe(plan)[1])
+               for line in estimate.describe(plan)[1])
     with pytest.raises(SpecError, match="congestion"):
         load(tmp_path, "[fixed]\ncongestion = \"vegas\"\n")
 
@@ -214,15 +214,15 @@ def test_timer_knob_is_on_by_default_and_check_names_it_when_dilated(tmp_path, k
                                                                      note, bad):
     """delayed_ack and loss_probe: host knobs, on (Linux's default) unless set; --check
     notes the dilated lossy points that keep them on; a value not a bool is refused."""
-    from testbed.experiment import check
+    from testbed.experiment import estimate
     plan = load(tmp_path, f"[sweep]\n{knob} = [true, false]\n")
     assert [getattr(p, knob) for p in plan.points if not p.is_baseline] == [True, False]
     assert getattr(load(tmp_path, "").points[0], knob) is True
     lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\n"
                            f"[sweep]\n{knob} = [true, false]\n")
     far = [p for p in lossy.points if not p.is_baseline]
-    assert [getattr(check, rule)(p) for p in far] == [True, False]
-    assert any(note in line for line in check.describe(lossy)[1])
+    assert [getattr(estimate, rule)(p) for p in far] == [True, False]
+    assert any(note in line for line in estimate.describe(lossy)[1])
     with pytest.raises(SpecError, match=knob) as err:
         load(tmp_path, f"[fixed]\n{knob} = {bad}\n")
     assert str(err.value).count("true or false") == 1, err.value
@@ -231,7 +231,7 @@ def test_timer_knob_is_on_by_default_and_check_names_it_when_dilated(tmp_path, k
 def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
     """netem's seed depends on the seed knob, the repetition and the fibre only: points
     at other time scales, mounts or distances meet the same losses; reps fresh ones."""
-    from testbed.experiment.site import loss_seed
+    from testbed.experiment.rig import loss_seed
     plan = load(tmp_path, "repetitions = 2\n[fixed]\nloss_pct = 0.1\n[sweep]\n"
                           "distance_km = [1000, 3000]\ntime_scale = [1, 10]\n"
                           "[mounts.default]\n[mounts.tuned]\nnconnect = 4\n")

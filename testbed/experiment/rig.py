@@ -1,9 +1,10 @@
-"""A site: one running testbed that a run of consecutive points shares.
+"""A rig: one running testbed (network, dataset, nfsd) that a run of consecutive points
+shares (named apart from the topology's storage and GPU sites, which a rig contains).
 
 The points of a plan that agree on every knob that cannot change live (topology and
 workers, MTU, nfsd, the dataset) share one: the network built with the first point's
 fibres, the training set generated on the storage host and the kernel nfsd serving it.
-Each point then sets its own fibres live (Site.apply). A Site is a context manager: its
+Each point then sets its own fibres live (Rig.apply). A Rig is a context manager: its
 exit tears all of it down, in reverse (the Network's own stack).
 """
 
@@ -47,10 +48,11 @@ def build_topology(point: Point) -> topology.SiteTopo:
     return topo
 
 
-class Site:
+class Rig:
     """Network + dataset + nfsd for the points of one group (see the module docstring)."""
 
     def __init__(self, point: Point) -> None:
+        """The point's topology and network, not started yet (see start)."""
         self.group = point.group
         self.dataset = point.dataset
         self.server_spec = point.server
@@ -65,11 +67,13 @@ class Site:
         """The GPU workers' host names."""
         return topology.worker_hosts(self.topo)
 
-    def __enter__(self) -> Site:
+    def __enter__(self) -> Rig:
+        """The rig, started."""
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Tear it all down."""
         self.close()
 
     def start(self) -> None:
@@ -93,7 +97,7 @@ class Site:
         self.net.state.set_phase("nfsd")
         storage = topology.storage_hosts(self.topo)[0]
         self.server = self.net.enter(NfsServer(self.net, storage, data, self.server_spec))
-        self.server.wait_ready()  # the NFSv4 grace period: part of the site's start-up
+        self.server.wait_ready()  # the NFSv4 grace period: part of the rig's start-up
 
     def close(self) -> None:
         """Tear everything down (idempotent)."""
@@ -118,7 +122,7 @@ class Site:
 
     def _enable_rdma(self) -> None:
         """Soft-RoCE on the storage host and every worker, nfsd listening on RDMA: once per
-        site, the first time a point mounts over RDMA (undone with the network). Fails
+        rig, the first time a point mounts over RDMA (undone with the network). Fails
         with the reason on a kernel whose soft-RoCE cannot live in a namespace."""
         if self.rdma:
             return
@@ -133,5 +137,5 @@ class Site:
                 for name, (a, b) in self.net.fibre_names().items()}
 
     def describe(self) -> dict[str, Any]:
-        """What this site is, for logs: prefix, group knobs."""
+        """What this rig is, for logs: prefix, group knobs."""
         return {"prefix": self.net.prefix, **dict(self.group)}

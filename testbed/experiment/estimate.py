@@ -1,5 +1,6 @@
-"""`testbed run FILE --check`: the validated plan as a table and an estimate of how long
-it will take, without touching the kernel.
+"""`testbed run FILE --check`: the validated plan, resolved as a typical lab kernel would
+resolve it (resolve.nominal), as a table and an estimate of how long it will take,
+without touching the kernel. distribute sizes its jobs' timeouts from the same estimate.
 
 The estimate adds, per testbed (points sharing topology, nfsd and dataset), the set-up
 (network, dataset generation, nfsd's grace period) and, per point and repetition, the
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from rich.table import Table
 
 from testbed.topology import SiteTopo, worker_hosts
-from testbed.experiment import explain
+from testbed.experiment import explain, resolve
 from testbed.experiment import search as search_mod
 from testbed.experiment.measure import warmup_bytes
 from testbed.experiment.plan import Plan, Point, format_value
@@ -24,8 +25,6 @@ from testbed.experiment.plan import Plan, Point, format_value
 SITE_SETUP_S = 4.0          # namespaces, links, nfsd start (lab kernel, measured ~3-4 s)
 DATASET_MB_S = 150.0        # dataset generation into tmpfs in the lab kernel
 POINT_OVERHEAD_S = 2.0      # fibre change, drop_caches, mounts, loader start, unmounts
-NOMINAL_LAB_MB_S = 1300.0   # a typical calibration of the user-mode lab kernel (MB/s at
-                            # one CPU: dilation.calibrate)
 
 
 def _read_MB_s(point: Point, topo: SiteTopo, fetch: bool = False) -> float:
@@ -124,8 +123,9 @@ def estimate_seconds(plan: Plan) -> tuple[float, float]:
     return grid, search
 
 
-def describe(plan: Plan) -> tuple[Table, list[str]]:
-    """The plan's points as a table, and summary lines (counts, search, estimate)."""
+def _table(plan: Plan) -> tuple[Table, int]:
+    """The plan's points as a table (a row per point, its testbed numbered), and how
+    many testbeds they need."""
     table = Table(title=f"{plan.name} ({plan.path}): {len(plan.points)} points x "
                         f"{plan.repetitions} repetition(s) on topology {plan.topology}",
                   title_justify="left")
@@ -138,16 +138,24 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
         table.add_row(*[format_value(v) for _, v in p.ident],
                       "yes" if p.is_baseline else "", str(p.workers), str(p.value("mount")),
                       p.data_path, str(g))
-    if plan.auto_scale:
-        from testbed.experiment import dilation
-        plan = dilation.rescale(plan, dilation.choose(plan, NOMINAL_LAB_MB_S))
+    return table, len(groups)
+
+
+def describe(plan: Plan) -> tuple[Table, list[str]]:
+    """The plan's points as a table, and summary lines (counts, search, estimate).
+
+    The plan comes resolved (for time_scale "auto": resolve.nominal, at a typical lab
+    kernel's capacity), so that the estimate uses the k a run would."""
+    if not resolve.is_resolved(plan):
+        raise ValueError(f"{plan.path}: resolve the plan (resolve.nominal) to estimate it")
+    table, testbeds = _table(plan)
     grid, search = estimate_seconds(plan)
-    lines = [f"{len(plan.points) * plan.repetitions} runs on {len(groups)} testbed(s); "
+    lines = [f"{len(plan.points) * plan.repetitions} runs on {testbeds} testbed(s); "
              f"every point has its co-located baseline in the plan"]
     if plan.auto_scale:
         ks = ", ".join(f"{k:g}" for k in sorted({p.time_scale for p in plan.points}))
         lines.append("time_scale auto: k is chosen when the run starts, from a calibration "
-                     f"of what the lab kernel moves per CPU; at {NOMINAL_LAB_MB_S:g} MB/s "
+                     f"of what the lab kernel moves per CPU; at {plan.capacity_MB_s:g} MB/s "
                      f"(user-mode Linux on a recent x86 core) it would be {ks}")
     lines += [note for rule, note in CLOCK_NOTES if any(rule(p) for p in plan.points)]
     if plan.search is not None:

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import results
-from testbed.experiment import measure as measure_mod
-from testbed.experiment import search as search_mod
+from testbed.experiment import record
 
 
 def _value(v: Any) -> Any:
@@ -27,6 +26,7 @@ class Sink:
     """Appends what lab kernels measured into one results folder."""
 
     def __init__(self, store: results.ResultStore) -> None:
+        """Write into the folder of `store` (its results.csv columns)."""
         self.store = store
         self.out = store.out
 
@@ -42,7 +42,7 @@ class Sink:
         new = not path.exists()
         with open(path, "a", newline="") as fh:
             if new:
-                csv.writer(fh).writerow(measure_mod.STEP_COLUMNS)
+                csv.writer(fh).writerow(record.STEP_COLUMNS)
             fh.write("\n".join(lines) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
@@ -64,7 +64,7 @@ class Sink:
         writes it)."""
         path = self.out / "search.csv"
         with open(path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=search_mod.COLUMNS, extrasaction="ignore")
+            w = csv.DictWriter(fh, fieldnames=record.SEARCH_COLUMNS, extrasaction="ignore")
             w.writeheader()
             w.writerows(rows)
         return path

@@ -1,11 +1,13 @@
-"""A job's lab-kernel side: `python -m testbed.experiment.guest JOBDIR`, run by lab/run in a
-fresh lab kernel that the host started for this job (testbed.experiment.labjob).
+"""A job's lab-kernel side: `python -m testbed.experiment.job_kernel JOBDIR`, run by lab/run
+in a fresh lab kernel that the host started for this job (testbed.experiment.job_host).
 
 It reads JOBDIR/job.json (a spec from testbed.experiment.jobs), loads the plan from the
-experiment's text exactly as the host did, and measures the job's runs with the ordinary
-Runner (one testbed per group, torn down in reverse) into JOBDIR, or runs one setting's
-search there. The host is the only writer of the results folder; this side writes only
-into JOBDIR:
+experiment's text exactly as the host did, resolves it as the host did (time_scale
+"auto" at the host's calibration, carried by the spec; or, for the calibration job,
+calibrates this kernel and stops there), and measures the job's runs with the ordinary
+Runner (one rig per group, torn down in reverse) into JOBDIR, or runs one setting's
+search there. The host is the only writer of the results folder, and marks what it
+receives (marks); this side writes only into JOBDIR:
 
   events.jsonl  a line when a run starts, and one when it ends, fsynced at once: the run
                 id, its rows, its steps.csv lines and seconds (the host streams them into
@@ -25,9 +27,9 @@ from typing import Any
 
 from testbed import results
 from testbed.errors import SpecError, TestbedError
-from testbed.experiment import jobs
-from testbed.experiment import measure as measure_mod
+from testbed.experiment import dilation, jobs
 from testbed.experiment import plan as plan_mod
+from testbed.experiment import record, resolve
 from testbed.experiment import runner as runner_mod
 from testbed.experiment import search as search_mod
 
@@ -53,6 +55,7 @@ class EventLog:
     """A runner Listener that appends each finished run to JOBDIR/events.jsonl."""
 
     def __init__(self, jobdir: Path) -> None:
+        """Append to jobdir/events.jsonl; steps.csv is read from its start."""
         self.jobdir = jobdir
         self._steps_at = 0
 
@@ -82,7 +85,7 @@ class EventLog:
             text = fh.read()
             self._steps_at = fh.tell()
         lines = text.splitlines()
-        return [l for l in lines if l and not l.startswith(measure_mod.STEP_COLUMNS[0] + ",")]
+        return [l for l in lines if l and not l.startswith(record.STEP_COLUMNS[0] + ",")]
 
     def finished(self, run_id: str, rows: list[dict[str, Any]], seconds: float) -> None:
         """Append the run's event line (rows, steps, seconds) and fsync it."""
@@ -97,11 +100,10 @@ def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
     path.write_text(spec["experiment"]["text"], encoding="utf-8")
     plan = plan_mod.load(path, spec["overrides"])
     if spec.get("calibrate"):
-        from testbed.experiment import dilation
         return {"calibrated_MB_s": dilation.calibrate()}
     if spec.get("capacity_MB_s"):
-        plan, _ = runner_mod.apply_capacity(plan, float(spec["capacity_MB_s"]))
-    store = results.ResultStore(jobdir, measure_mod.columns(plan))
+        plan, _ = resolve.apply_capacity(plan, float(spec["capacity_MB_s"]))
+    store = results.ResultStore(jobdir, record.columns(plan))
     if spec.get("seed_csv"):
         store.csv.write_text(spec["seed_csv"])
     runner_mod.check_memory(plan)

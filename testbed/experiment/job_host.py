@@ -1,9 +1,10 @@
-"""One job in a fresh lab kernel on this host: the function a `testbed run` host calls in
-a thread per lab kernel, and a Dask worker calls for each job it is given.
+"""A job's host side: one job in a fresh lab kernel on this host, the function a `testbed
+run` host calls in a thread per lab kernel, and a Dask worker calls for each job it is
+given (the lab-kernel side is testbed.experiment.job_kernel).
 
 run_job writes the job's spec into its own folder REPO/.lab/jobs/<id>-<random> (the lab
 kernel sees the repository read-write), starts `lab/run python -m
-testbed.experiment.guest FOLDER`, and while the kernel runs reads the runs it finishes
+testbed.experiment.job_kernel FOLDER`, and while the kernel runs reads the runs it finishes
 from events.jsonl, tagging each with this host's name, how many other lab kernels of
 this checkout ran beside it (`neighbours`) and, from the host's scheduler, the share of
 the run's wall time the kernel spent on a CPU and waiting for one (`host_cpu_pct`,
@@ -57,10 +58,13 @@ class JobDir:
     """A job's folder under REPO/.lab/jobs, owned by this process; removed on exit."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
+        """The folder a job spec will get (made on entry)."""
         self.spec = spec
         self.path = JOBS / f"{spec['id']}-{uuid.uuid4().hex[:8]}"
 
     def __enter__(self) -> JobDir:
+        """Make the folder with its owner and spec, atomically, after sweeping stale
+        ones."""
         JOBS.mkdir(parents=True, exist_ok=True)
         sweep_stale()
         # Made under a hidden name and renamed: another job's sweep never sees it
@@ -74,6 +78,7 @@ class JobDir:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Remove the folder and everything the guest wrote in it."""
         shutil.rmtree(self.path, ignore_errors=True)
 
     def others(self) -> int:
@@ -107,6 +112,7 @@ class EventTail:
     """Complete lines appended to events.jsonl since the last read."""
 
     def __init__(self, path: Path) -> None:
+        """Read `path` from its start."""
         self.path = path
         self.offset = 0
 
@@ -123,6 +129,7 @@ class EventTail:
 
 
 def _read_json(path: Path) -> Any:
+    """A JSON file's content, None when it is missing or incomplete."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -166,7 +173,7 @@ def run_job(spec: dict[str, Any], on_event: Callable[[Event], None] | None = Non
     "search", "files", "console", "seconds"}: rc is lab/run's exit code (None if
     stopped), status the guest's status.json (None if it never wrote one)."""
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "testbed.experiment.guest"]
+    cmd = [sys.executable, "-m", "testbed.experiment.job_kernel"]
     with JobDir(spec) as jd:
         with LabKernel([*cmd, str(jd.path)], console=jd.path / "console.log",
                        timeout_s=int(spec["timeout_s"])) as kernel:

@@ -1,10 +1,6 @@
-"""The decisions of a sweep spread over lab kernels, kept apart from any process so that
-they can be tested without a kernel.
+"""What the host keeps account of while lab kernels run a sweep, kept apart from any
+process so that it can be tested without a kernel.
 
-host_mark  the host's own emulator evidence: a run during which its lab kernel waited for
-        a host CPU for >= HOST_WAIT_PCT of its wall time is marked emulator-limited
-        (reason "host"), whatever the guest saw: the guest's clock stops with it, so
-        its own marks (cpu, timers) miss a kernel starved by its neighbours.
 Limit   how many lab kernels run at once. `--parallel auto` starts from what the machine
         offers and backs off by one whenever a run comes out emulator-limited while other
         lab kernels of ours ran beside it (fewer kernels cannot help a run that ran
@@ -23,52 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from testbed.experiment.marks import marked, ok
+
 MAX_ATTEMPTS = 2   # a run whose lab kernel died twice is recorded as failed
-# Calibrated on parallel_sweep (2026-12-03, UML 7.2, 2 CPUs): alone on a quiet machine a
-# lab kernel waits 1-3 % of a run's wall time; beside another kernel and others' load 5-19 %,
-# and latency-bound points then lost up to 2.4 AU points.
-HOST_WAIT_PCT = 10.0
-
-
-def _truthy(value: Any) -> bool:
-    """A CSV-ish boolean (True, "True", "true", 1) as a bool."""
-    return str(value).strip().lower() in ("true", "1", "yes")
-
-
-# Marks that say what a point asked of the kernel, not how loaded the machine was: fewer
-# lab kernels at once cannot cure them, so they neither back off nor re-measure a run.
-NOT_LOAD = ("clock",)
-
-
-def marked(rows: list[dict[str, Any]]) -> list[str]:
-    """The emulator reasons of a run's rows that the machine's load can cause (empty:
-    the emulator kept up, or only NOT_LOAD marks)."""
-    reasons: list[str] = []
-    for row in rows:
-        if row.get("status", "ok") == "ok" and _truthy(row.get("emulator_limited")):
-            reasons += [r for r in str(row.get("emulator_reason") or "?").split("+")
-                        if r not in reasons and r not in NOT_LOAD]
-    return reasons
-
-
-def ok(rows: list[dict[str, Any]]) -> bool:
-    """Whether a run's rows are a measurement (not a failure)."""
-    return bool(rows) and all(r.get("status", "ok") == "ok" for r in rows)
-
-
-def host_mark(event: dict[str, Any]) -> bool:
-    """Mark a run's measured rows emulator-limited (reason "host") when its lab kernel
-    waited for a host CPU >= HOST_WAIT_PCT of the run's wall time; True if it did."""
-    if float(event.get("host_wait_pct", 0.0)) < HOST_WAIT_PCT:
-        return False
-    rows = [r for r in event["rows"] if r.get("status", "ok") == "ok"]
-    for row in rows:
-        reasons = [r for r in str(row.get("emulator_reason") or "").split("+") if r]
-        row["emulator_reason"] = "+".join(reasons + (["host"] if "host" not in reasons
-                                                     else []))
-        row["emulator_limited"] = True
-        row["limited_by"] = "emulator"
-    return bool(rows)
 
 
 @dataclass
