@@ -141,7 +141,7 @@ def cmd_knobs(args: argparse.Namespace) -> int:
 def cmd_clean(args: argparse.Namespace) -> int:
     """Remove what crashed runs left behind (never a live run's objects)."""
     _need_root("testbed clean")
-    from testbed.cleanup import clean
+    from testbed.clean import clean
     report = clean()
     if report.empty():
         out.print("nothing to clean")

@@ -18,7 +18,7 @@ from rich.table import Table
 from testbed import plots, results
 from testbed.errors import ResultsError
 from testbed.experiment import search as search_mod
-from testbed.experiment import stats
+from testbed.experiment import summary
 from testbed.experiment.capture import slug
 from testbed.experiment.dimensions import Key
 from testbed.experiment.plan import Plan, format_value
@@ -55,7 +55,7 @@ def _plan_order(plan: Plan, df: pd.DataFrame) -> pd.DataFrame:
 def _per_point(plan: Plan, df: pd.DataFrame) -> pd.DataFrame:
     """summary.csv: one row per (point, site) with the point's knob values."""
     by = ["point_id", "site"]
-    s = stats.summarise(_plan_order(plan, df), by)
+    s = summary.summarise(_plan_order(plan, df), by)
     first = df.groupby(by, sort=False).first()
     for key in plan.id_keys:
         s[key.column] = [first.loc[(p, site), key.column] for p, site in zip(s.point_id, s.site)]
@@ -184,7 +184,7 @@ def _search_lines(plan: Plan, out: Path) -> list[str]:
 
 def _dlio(plan: Plan, df: pd.DataFrame, out: Path) -> Path:
     d = out / "dlio"
-    for point_id, rows in stats.ok_rows(df).groupby("point_id", sort=False):
+    for point_id, rows in summary.ok_rows(df).groupby("point_id", sort=False):
         folder = d / slug(str(point_id))
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "summary.json").write_text(
@@ -258,7 +258,7 @@ def build(out: Path, plan: Plan) -> Report:
     df = store.frame()
     if df.empty:
         raise ResultsError(f"{store.csv}: no results")
-    df = stats.with_slowdown(df)
+    df = summary.with_slowdown(df)
     df["site"] = df["site"].fillna("").astype(str)
     s = _per_point(plan, df)
     s.to_csv(out / "summary.csv", index=False)

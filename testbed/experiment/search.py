@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from testbed.experiment import record, stats
+from testbed.experiment import record, summary
 from testbed.experiment.dimensions import Key
 from testbed.experiment.plan import Plan, Point, fixed_assignment, format_value, search_settings
 from testbed.results import ResultStore
@@ -91,7 +91,7 @@ def _points(plan: Plan, setting: dict[Key, Any], value: float) -> list[Point]:
 def _metric(plan: Plan, store: ResultStore, point: Point) -> float:
     """The searched metric of a measured point: the mean over its ok rows."""
     assert plan.search is not None
-    df = stats.ok_rows(stats.with_slowdown(store.frame()))
+    df = summary.ok_rows(summary.with_slowdown(store.frame()))
     rows = df[df["point_id"] == point.id]
     return float(rows[plan.search.metric].mean()) if len(rows) else math.nan
 

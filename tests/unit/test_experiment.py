@@ -8,7 +8,7 @@ import pytest
 
 from testbed import results, workload
 from testbed.errors import SpecError
-from testbed.experiment import REPO, plan as plan_mod, stats
+from testbed.experiment import REPO, plan as plan_mod, summary
 
 
 def write(tmp_path, text):
@@ -143,16 +143,16 @@ def test_slowdown_per_step_against_each_points_baseline():
         "baseline_point": ["a=0", "a=0", "a=0", "b=0", "b=0"],
         "status": "ok", "step_s": [1.0, 1.0, 1.5, 0.5, 1.1],
         "step_ci_s": [0.01, 0.01, 0.03, 0.005, 0.011]})
-    out = stats.with_slowdown(df)
+    out = summary.with_slowdown(df)
     assert list(out["slowdown_pct"].round(6)) == [0.0, 0.0, 50.0, 0.0, 120.0]
     # 1.5 x sqrt(0.02^2 + 0.01^2): the point's and the baseline's relative intervals
     assert out["slowdown_ci_pct"][2] == pytest.approx(150 * math.hypot(0.02, 0.01))
 
 
 def test_mean_ci():
-    mean, ci = stats.mean_ci(pd.Series([1.0, 2.0, 3.0]))
+    mean, ci = summary.mean_ci(pd.Series([1.0, 2.0, 3.0]))
     assert mean == 2.0 and ci == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)
-    assert math.isnan(stats.mean_ci(pd.Series([5.0]))[1])
+    assert math.isnan(summary.mean_ci(pd.Series([5.0]))[1])
 
 
 def test_dlio_summary_keys_and_expectation():
