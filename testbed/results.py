@@ -16,6 +16,8 @@ import os
 import platform
 import shutil
 import statistics
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,8 @@ from testbed.errors import ResultsError
 
 def environment() -> dict[str, Any]:
     """The machine a result was measured on: kernel (and whether it is the lab's user-mode
-    Linux, a VM or the host), CPUs, Python and library versions, the git commit."""
+    Linux, a VM or the host), CPUs (the guest's, and the host's that lab/run passes in),
+    Python and library versions, the git commit, when (UTC) and by which command."""
     import matplotlib
     import pyroute2
     git = launch.run(["git", "rev-parse", "HEAD"], timeout=10, what="git", check=False,
@@ -38,6 +41,9 @@ def environment() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "cpu_model": _cpu_model(),
         "host": platform.node(),
+        "host_cpu": os.environ.get("APN_LAB_HOST_CPU", ""),
+        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "argv": " ".join(sys.argv),
         "python": platform.python_version(),
         "git_commit": git.stdout.strip() if git is not None and git.returncode == 0 else "",
         "versions": {"pandas": pd.__version__, "pyroute2": pyroute2.__version__,
