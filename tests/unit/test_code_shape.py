@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import testbed
+from testbed.paths import REPO
 
 # The longest function (def line to last line) each folder allows.
 MAX_LINES = {"testbed": 40, "lab": 40, "benchmarks": 40}
 PACKAGE = Path(testbed.__file__).parent
-REPO = PACKAGE.parent
 STRICT = ("lab", "benchmarks")  # every definition documented, private ones too
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

@@ -6,9 +6,9 @@ import ast
 from pathlib import Path
 
 import testbed
+from testbed.paths import REPO
 
 PACKAGE = Path(testbed.__file__).parent
-REPO = PACKAGE.parent
 # Each module's layer: a module may import only from its own layer or lower ones. The
 # longest prefix of a module's name that is listed decides its layer.
 LAYERS = {

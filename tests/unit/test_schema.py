@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import testbed
+from testbed.paths import REPO
 from testbed import schema
 from testbed.errors import SpecError
 from testbed.experiment import dimensions as dims
@@ -14,7 +15,6 @@ from testbed.spec import FibreSpec, MountSpec, NfsServerSpec
 from testbed.workload import DatasetSpec, WorkloadSpec
 
 PACKAGE = Path(testbed.__file__).parent
-REPO = PACKAGE.parent
 # The spec each schema target is validated by, and how to build one with a field set.
 SPECS = {"fibre": FibreSpec, "mount": MountSpec, "server": NfsServerSpec,
          "dataset": DatasetSpec, "loader": WorkloadSpec, "window": WorkloadSpec}
