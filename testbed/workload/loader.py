@@ -86,10 +86,8 @@ class WorkloadSpec:
 
     def window(self, warmup_bytes: int = 0) -> WindowSpec:
         """The measured window this spec asks for (durations in emulated seconds)."""
-        return WindowSpec(warmup_bytes=warmup_bytes, warmup_max_s=self.warmup_max_s,
-                          measure_s=self.measure_s, measure_max_s=self.measure_max_s,
-                          measure_stall_s=self.measure_stall_s,
-                          min_steps=self.min_steps, au_ci_target=self.au_ci_target)
+        return WindowSpec(warmup_bytes=warmup_bytes,
+                          **{name: getattr(self, name) for name in WINDOW_ROWS})
 
 
 @dataclass
