@@ -4,7 +4,8 @@ Both routes hand the guest's console to the host's stdout. The script:
   - turns off the console's LF -> CRLF translation (the console is a tty in the guest);
   - exports a small, explicit environment (PATH with the repo's venv, the caller's TERM/LANG
     and APN_*/TESTBED_*/PYTEST_* variables) plus APN_LAB_KERNEL (uml/qemu-tcg/qemu-kvm),
-    APN_LAB_HOST_CPU (the host's CPUs, for reports), APN_STDOUT_TTY (1 when the host's
+    APN_LAB_CLOCK (real/virtual/infcpu: lab/run --clock), APN_LAB_HOST_CPU (the host's
+    CPUs, for reports), APN_STDOUT_TTY (1 when the host's
     stdout is a terminal) and APN_HOST_METER (where lab/run writes what the host's
     scheduler gives the lab kernel: testbed.labkernel.HostMeter);
   - when the host's stdout is NOT a terminal, runs the command with its output through a
@@ -42,7 +43,7 @@ def host_cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 def guest_env(repo: Path, kernel_kind: str, stdout_tty: bool,
               environ: dict[str, str] | None = None,
-              host_meter: Path | None = None) -> dict[str, str]:
+              host_meter: Path | None = None, clock: str = "real") -> dict[str, str]:
     """The command's environment in the guest."""
     environ = dict(os.environ) if environ is None else environ
     env = {
@@ -54,6 +55,7 @@ def guest_env(repo: Path, kernel_kind: str, stdout_tty: bool,
         if key in PASS_ENV or key.startswith(PASS_PREFIXES):
             env[key] = value
     env["APN_LAB_KERNEL"] = kernel_kind
+    env["APN_LAB_CLOCK"] = clock
     env["APN_LAB_HOST_CPU"] = host_cpu()
     env["APN_STDOUT_TTY"] = "1" if stdout_tty else "0"
     if host_meter is not None:
@@ -68,10 +70,10 @@ def guest_env(repo: Path, kernel_kind: str, stdout_tty: bool,
 
 def guest_script(argv: list[str], timeout_s: int, repo: Path, kernel_kind: str,
                  stdout_tty: bool, environ: dict[str, str] | None = None,
-                 host_meter: Path | None = None) -> str:
+                 host_meter: Path | None = None, clock: str = "real") -> str:
     """The /bin/sh script the guest's init runs, its output going to the console;
     host_meter is the meter file's path as the guest sees it."""
-    env = guest_env(repo, kernel_kind, stdout_tty, environ, host_meter)
+    env = guest_env(repo, kernel_kind, stdout_tty, environ, host_meter, clock)
     lines = ["stty -onlcr <&1 2>/dev/null",
              f"cd {shlex.quote(str(repo))} || exit {RC_NO_RESULT}"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]

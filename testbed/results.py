@@ -29,8 +29,9 @@ from testbed.errors import ResultsError
 
 def environment() -> dict[str, Any]:
     """The machine a result was measured on: kernel (and whether it is the lab's user-mode
-    Linux, a VM or the host), CPUs (the guest's, and the host's that lab/run passes in),
-    Python and library versions, the git commit, when (UTC) and by which command."""
+    Linux, a VM or the host, and its clock: the host's or lab/run --clock's virtual one),
+    CPUs (the guest's, and the host's that lab/run passes in), Python and library versions,
+    the git commit, when (UTC) and by which command."""
     import matplotlib
     import pyroute2
     git = launch.run(["git", "rev-parse", "HEAD"], timeout=10, what="git", check=False,
@@ -38,6 +39,7 @@ def environment() -> dict[str, Any]:
     return {
         "kernel": platform.release(),
         "kernel_kind": os.environ.get("APN_LAB_KERNEL", "host"),
+        "clock": os.environ.get("APN_LAB_CLOCK", "real"),
         "cpus": os.cpu_count(),
         "cpu_model": _cpu_model(),
         "host": platform.node(),

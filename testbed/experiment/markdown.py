@@ -126,11 +126,14 @@ def table(folder: Folder) -> list[str]:
 
 
 def _kernel(env: dict[str, Any]) -> str:
-    """The kernel a run measured on, e.g. "user-mode Linux 7.2.7, 1 CPU"."""
+    """The kernel a run measured on, e.g. "user-mode Linux 7.2.7, 1 CPU" (", virtual
+    clock" when lab/run --clock gave it one)."""
     kind = {"uml": "user-mode Linux", "qemu-tcg": "the lab VM (QEMU TCG), Linux",
             "qemu-kvm": "the lab VM (KVM), Linux"}.get(str(env.get("kernel_kind", "")), "Linux")
     cpus = f", {env['cpus']} CPU" if env.get("cpus") else ""
-    return f"{kind} {env.get('kernel', '?')}{cpus}"
+    clock = {"virtual": ", virtual clock", "infcpu": ", virtual clock with free CPU"}.get(
+        str(env.get("clock", "real")), "")
+    return f"{kind} {env.get('kernel', '?')}{cpus}{clock}"
 
 
 def provenance(folder: Folder, command: str) -> str:

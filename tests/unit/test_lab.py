@@ -70,10 +70,82 @@ def test_bad_arguments_are_one_line_errors(argv, env, msg):
         lab_run.parse_args(argv, env)
 
 
+def test_clock_picks_the_kernel_and_its_option(tmp_path):
+    """--clock (or LAB_CLOCK) boots Debian's kernel on the host's clock, or lab/build-uml's
+    kernel in time-travel mode; the guest learns which (APN_LAB_CLOCK)."""
+    cases = {"real": ("uml", []), "virtual": ("uml-tt", ["time-travel"]),
+             "infcpu": ("uml-tt", ["time-travel=inf-cpu"])}
+    for clock, (folder, option) in cases.items():
+        for argv, env in ((["--clock", clock, "true"], {}), (["true"], {"LAB_CLOCK": clock})):
+            args = lab_run.parse_args(argv, env)
+            uml_dir = lab_run.CLOCKS[args.clock][0]
+            line = lab_run._uml_argv(uml_dir, args, tmp_path)
+            assert uml_dir.name == folder and line[0] == str(uml_dir / "linux.uml")
+            assert [a for a in line if a.startswith("time-travel")] == option
+            assert f"apn_modules={uml_dir / 'modules'}" in line
+        assert guest.guest_env(tmp_path, "uml", True, {}, clock=clock)["APN_LAB_CLOCK"] == clock
+    assert lab_run.parse_args(["true"], {}).clock == "real"
+
+
+@pytest.mark.parametrize("argv, env, msg", [
+    (["--clock", "fast", "true"], {}, "one of real, virtual, infcpu"),
+    (["true"], {"LAB_CLOCK": "warp"}, "one of real"),
+    (["--vm", "--clock", "virtual", "true"], {}, "needs user-mode Linux"),
+])
+def test_bad_clocks_are_one_line_errors(argv, env, msg):
+    with pytest.raises(lab_run.UsageError, match=msg):
+        lab_run.parse_args(argv, env)
+
+
 @pytest.mark.parametrize("text, mib", [("1536M", 1536), ("2G", 2048), ("4096", 4096),
                                        ("1048576K", 1024)])
 def test_parse_mem(text, mib):
     assert lab_run.parse_mem(text) == mib
+
+
+# ---- lab/build-uml --------------------------------------------------------------------------
+
+build_uml = load_script("build-uml")
+
+
+class FakeArchive:
+    """An Archive whose index holds the given packages."""
+
+    def __init__(self, *names: str) -> None:
+        self.index = {n: {"Package": n, "Version": "1", "SHA256": n} for n in names}
+
+    def packages(self, wanted=None):
+        return self.index
+
+
+def test_build_uml_takes_the_newest_kernel_source(monkeypatch):
+    monkeypatch.delenv("LAB_UML_SOURCE", raising=False)
+    archive = FakeArchive("linux-source-6.12", "linux-source-7.2", "linux-source-7.10",
+                          "linux-source", "linux-doc-7.2")
+    assert build_uml.pick_source(archive)["Package"] == "linux-source-7.10"
+    monkeypatch.setenv("LAB_UML_SOURCE", "linux-source-6.12")
+    assert build_uml.pick_source(archive)["Package"] == "linux-source-6.12"
+    monkeypatch.setenv("LAB_UML_SOURCE", "linux-source-5.10")
+    with pytest.raises(build_uml.BuildError, match="not in"):
+        build_uml.pick_source(archive)
+
+
+def test_build_uml_fragment_asks_for_the_clock_and_the_lab():
+    wanted = build_uml.wanted_options()
+    assert wanted["CONFIG_UML_TIME_TRAVEL_SUPPORT"] == "y" and wanted["CONFIG_SMP"] == "n"
+    for option in ("NET_SCH_NETEM", "NFSD", "NFS_FS", "VETH", "BRIDGE", "NET_SCH_HTB",
+                   "CACHEFILES", "HOSTFS", "OVERLAY_FS"):
+        assert wanted[f"CONFIG_{option}"] == "y"
+
+
+def test_build_uml_recipe_follows_source_and_fragment(tmp_path, monkeypatch):
+    source = {"Package": "linux-source-7.2", "Version": "7.2.12-1", "SHA256": "a"}
+    first = build_uml.recipe(source)
+    assert build_uml.recipe(dict(source, SHA256="b")) != first
+    fragment = tmp_path / "lab.config"
+    fragment.write_text(build_uml.FRAGMENT.read_text() + "CONFIG_X=y\n")
+    monkeypatch.setattr(build_uml, "FRAGMENT", fragment)
+    assert build_uml.recipe(source) != first and first.startswith("linux-source-7.2 7.2.12-1")
 
 
 # ---- the guest's command script ----------------------------------------------------------
