@@ -15,9 +15,15 @@ pytestmark = pytest.mark.system
 
 
 def pytest_collection_modifyitems(items):
+    """Every test here is a system test; those marked real_clock("why") are skipped, with
+    their reason, in a lab kernel on the virtual clock (lab/run --clock virtual|infcpu)."""
+    clock = os.environ.get("APN_LAB_CLOCK", "real")
     for item in items:
         if "tests/system" in str(item.fspath):
             item.add_marker(pytest.mark.system)
+        mark = item.get_closest_marker("real_clock")
+        if mark is not None and clock != "real":
+            item.add_marker(pytest.mark.skip(reason=f"needs the host's clock: {mark.args[0]}"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -176,16 +176,25 @@ min_steps = 4
 def test_a_point_the_emulator_cannot_carry_is_marked(real_kernel, tmp_path):
     """100 Gbit/s fibre and an accelerator asking for ~33 GB/s: the model's bound is the
     fibre's ~12 GB/s, the lab kernel moves a few hundred MB/s with its CPU saturated. The
-    row must say so (limited_by emulator), not pass it off as a fibre figure."""
+    row must say so (limited_by emulator), not pass it off as a fibre figure.
+
+    On the virtual clock CPU work between two timer events takes almost no emulated time,
+    so the same lab kernel carries the fibre's rate: there the row reads the model's bound
+    (marked at most `timers`: the saturated CPU wakes the accelerator late; seen both ways
+    on 2026-12-05), never a shortfall (docs/virtual-clock.md)."""
     f = tmp_path / "overload.toml"
     f.write_text(OVERLOAD)
     out = run_file(f, tmp_path / "out")
     row = pd.read_csv(out / "results.csv").iloc[0]
+    summary = pd.read_csv(out / "summary.csv").iloc[0]
+    if os.environ.get("APN_LAB_CLOCK", "real") != "real":
+        assert 0.85 <= row.throughput_MB_s / row.model_MB_s <= 1.15, row.throughput_MB_s
+        assert str(row.emulator_reason) in ("nan", "", "timers"), row.emulator_reason
+        return
     assert row.model_MB_s > 5000 and row.throughput_MB_s < 0.5 * row.model_MB_s
     assert row.limited_by == "emulator" and row.emulator_limited
     assert any(r in row.emulator_reason for r in ("cpu", "shortfall", "tcg")), \
         row.emulator_reason  # tcg: QEMU's software emulation (the Vagrant VM in CI)
-    summary = pd.read_csv(out / "summary.csv").iloc[0]
     assert summary.limited_by == "emulator"
 
 

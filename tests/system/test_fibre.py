@@ -47,11 +47,25 @@ def test_pingall_two_sites(make_net):
     assert not failures
 
 
+# netem takes its delay in whole microseconds (testbed.network.tc rounds each direction),
+# so the floor it holds is the configured round trip within 2 x 0.5 us: 29.400064 ms
+# measured at 3,000 km on the virtual clock, which reads it to the nanosecond, for a
+# configured 29.400339 (the host's clock hides it under its own tens of microseconds).
+NETEM_ROUNDING_MS = 0.001
+
+
 def probe(net, count=1000, src="w1", dst="srv"):
     return probe_mod.probe(net.namespace(src), net.namespace(dst), net.address(dst),
                            count=count, src=src, dst=dst)
 
 
+# On the virtual clock some runs lose the first few hundred probes of a fresh topology
+# before they leave w1 (279 of 500 at 60 km in two of three runs, 2026-12-05, 7.2.12), and
+# a fresh connection's SYN is sent twice (RTO 3 s): cause not found (docs/virtual-clock.md).
+VIRTUAL_START_LOSS = "the first packets of a fresh topology are sometimes lost on the virtual clock"
+
+
+@pytest.mark.real_clock(VIRTUAL_START_LOSS)
 @pytest.mark.parametrize("distance_km", [0, 60, 1000, 3000])
 def test_rtt_follows_distance(make_net, distance_km, tol):
     net = make_net("apn", workers=1, distance_km=distance_km, rate="200mbit")
@@ -59,9 +73,10 @@ def test_rtt_follows_distance(make_net, distance_km, tol):
     rep = probe(net, count=500)
     assert rep.returned == 500 and rep.socket_drops == 0, rep.render()
     assert rep.kernel_sent == 500, rep.render()  # send times are the kernel's, not Python's
-    assert configured <= rep.rtt_min_ms <= configured + tol.rtt_min_ms, rep.render()
+    floor = configured - NETEM_ROUNDING_MS  # netem holds whole microseconds each way
+    assert floor <= rep.rtt_min_ms <= configured + tol.rtt_min_ms, rep.render()
     assert rep.rtt_median_ms <= configured + tol.rtt_median_ms, rep.render()
-    assert configured / 2 <= rep.one_way_median_ms <= configured / 2 + tol.one_way_ms, \
+    assert floor / 2 <= rep.one_way_median_ms <= configured / 2 + tol.one_way_ms, \
         rep.render()
     assert rep.reordered <= tol.reordered_max and rep.duplicates == 0, rep.render()
     tcp = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
@@ -252,6 +267,7 @@ def _tcp_rto_ms(net, client: str, server: str, port: int = 5301) -> float:
         lst.close()
 
 
+@pytest.mark.real_clock(VIRTUAL_START_LOSS)
 def test_time_scale_stretches_the_rto_tcp_uses(make_net):
     """Dilation by k: TCP's minimum RTO becomes k x 200 ms on every host's routes, as TCP
     itself reports it (the route metric is ignored unless locked), and back at k = 1."""
