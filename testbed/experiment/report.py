@@ -258,7 +258,7 @@ def build(out: Path, plan: Plan) -> Report:
     df = store.frame()
     if df.empty:
         raise ResultsError(f"{store.csv}: no results")
-    df = summary.with_slowdown(df)
+    df = summary.with_slowdown(summary.latest_runs(df))
     df["site"] = df["site"].fillna("").astype(str)
     s = _per_point(plan, df)
     s.to_csv(out / "summary.csv", index=False)

@@ -25,6 +25,16 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if "status" in df else df
 
 
+def latest_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows without the failures a later run of the same point and repetition
+    replaced (`--resume` measures failed runs again): results.csv keeps both, the report
+    counts what the point finally measured."""
+    if df.empty or "status" not in df or "point" not in df:
+        return df
+    measured = set(df.loc[df["status"] == "ok", "point"])
+    return df[(df["status"] == "ok") | ~df["point"].isin(measured)]
+
+
 def point_of(run_id: str) -> str:
     """The point id of a run id ("...|rep=2" -> "...")."""
     return run_id.rsplit("|rep=", 1)[0]

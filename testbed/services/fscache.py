@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 DEVICE = Path("/dev/cachefiles")
 STATS = Path("/proc/fs/fscache/stats")
+# After cachefilesd stops, the kernel withdraws the cache in a work queue and holds its
+# files until then: umount says "target is busy" for that long (seen on the virtual clock,
+# experiments/poc.toml, 2026-12-05: the image left mounted then filled the run's memory).
+UMOUNT_WAIT_S = 10.0
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -141,9 +145,16 @@ class CacheFiles:
         return mnt
 
     def _umount(self, mnt: Path) -> None:
-        """Unmount the cache filesystem if it is mounted, and forget it."""
-        if str(mnt) in Path("/proc/mounts").read_text():
-            _run(["umount", str(mnt)], f"umount {mnt}")
+        """Unmount the cache filesystem if it is mounted (retried while the kernel still
+        withdraws the cache, up to UMOUNT_WAIT_S), and forget it."""
+        deadline = time.monotonic() + UMOUNT_WAIT_S
+        while str(mnt) in Path("/proc/mounts").read_text():
+            try:
+                _run(["umount", str(mnt)], f"umount {mnt}")
+            except ServiceError as e:
+                if "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         self.net.state.drop_mount(str(mnt))
 
     def start(self) -> None:

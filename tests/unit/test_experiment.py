@@ -149,6 +149,16 @@ def test_slowdown_per_step_against_each_points_baseline():
     assert out["slowdown_ci_pct"][2] == pytest.approx(150 * math.hypot(0.02, 0.01))
 
 
+def test_a_failed_run_measured_again_by_resume_leaves_the_report():
+    """--resume measures a failed run again: results.csv keeps both rows, the summary
+    only the run that measured; a point that never measured keeps its failure."""
+    df = pd.DataFrame({"point": ["a|rep=0", "a|rep=0", "b|rep=0", "c|rep=0"],
+                       "status": ["failed", "ok", "failed", "ok"]})
+    kept = summary.latest_runs(df)
+    assert list(zip(kept["point"], kept["status"])) == [("a|rep=0", "ok"), ("b|rep=0", "failed"),
+                                                        ("c|rep=0", "ok")]
+
+
 def test_mean_ci():
     mean, ci = summary.mean_ci(pd.Series([1.0, 2.0, 3.0]))
     assert mean == 2.0 and ci == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)
