@@ -3,7 +3,7 @@ scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
 
     .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
         [--parallel N] [--cc reno|cubic] [--delayed-ack on|off] [--loss-probe on|off]
-        [--mounts M,..] [--losses L,..]
+        [--mounts M,..] [--losses L,..] [--with-marked]
         [--distances KM,..] [--repetitions R] [-p KNOB=VALUE ...]
 
 From the host it runs `testbed run` in lab kernels (--parallel, default auto: the points
@@ -18,7 +18,8 @@ largest deviation from the k with the most headroom (the largest), closing with
     DRIFT au_points=<x> throughput_pct=<y>
 
 Goal: au <= 3 points, throughput <= 5 %. Points any run marked emulator-limited are
-listed and left out of the drift (they describe the machine). A line before it says how
+listed and left out of the drift (they describe the machine; --with-marked counts them
+too, to measure what a mark holds back; NaN when none is left). A line before it says how
 far the largest deviation exceeds the two points' own 95 % intervals (lossy points are
 noisy: a deviation inside them is not evidence of drift).
 
@@ -46,6 +47,7 @@ the same draw of losses, so a deviation is the time scale's, not the draw's.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -88,26 +90,39 @@ measure_max_s = 20
 KEYS = ["mount", "loss_pct", "distance_km"]
 
 
-def drift(s: pd.DataFrame, ref_k: float) -> tuple[float, float, pd.DataFrame]:
+def _kept(s: pd.DataFrame, with_marked: bool) -> pd.Series:
+    """Which rows count towards the drift: the far points, those no rule marked
+    emulator-limited unless `with_marked` (to measure what the marks hold back)."""
+    far = s["distance_km"] > 0
+    return far if with_marked else far & ~s["emulator_limited"]
+
+
+def drift(s: pd.DataFrame, ref_k: float, with_marked: bool = False
+          ) -> tuple[float, float, pd.DataFrame]:
     """(largest AU deviation, largest throughput deviation %, the table) over scenarios
-    none of whose points was emulator-limited, against k = ref_k."""
+    none of whose points was emulator-limited (all, `with_marked`), against k = ref_k;
+    NaN when no scenario is left."""
     s = s[s["distance_km"] > 0]
     table = s.pivot_table(index=KEYS, columns="time_scale",
                           values=["au_pct", "throughput_MB_s"], aggfunc="mean")
-    marked = s.groupby(KEYS)["emulator_limited"].any()
+    marked = s.groupby(KEYS)["emulator_limited"].any() & (not with_marked)
     clean = table[~marked.reindex(table.index).fillna(False).astype(bool)]
+    if clean.empty or ref_k not in clean["au_pct"]:
+        return math.nan, math.nan, table
     au = clean["au_pct"].sub(clean["au_pct"][ref_k], axis=0).abs().max().max()
     tp = clean["throughput_MB_s"].div(clean["throughput_MB_s"][ref_k], axis=0).sub(1).abs()
     return float(au), float(100 * tp.max().max()), table
 
 
-def beyond_intervals(s: pd.DataFrame, ref_k: float) -> float:
+def beyond_intervals(s: pd.DataFrame, ref_k: float, with_marked: bool = False) -> float:
     """The largest AU deviation from k = ref_k that the two points' own 95 % intervals
     do not cover (their half-widths combined in quadrature): 0 when every deviation is
-    within what the points' noise allows."""
-    s = s[(s["distance_km"] > 0) & ~s["emulator_limited"]]
+    within what the points' noise allows; NaN when no point at ref_k is left."""
+    s = s[_kept(s, with_marked)]
     au = s.pivot_table(index=KEYS, columns="time_scale", values="au_pct")
     ci = s.pivot_table(index=KEYS, columns="time_scale", values="au_pct_ci").fillna(0)
+    if ref_k not in au:
+        return math.nan
     dev = au.sub(au[ref_k], axis=0).abs()
     room = (ci.pow(2).add(ci[ref_k].pow(2), axis=0)).pow(0.5)
     return float((dev - room).clip(lower=0).max().max())
@@ -153,6 +168,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--distances", default="1000,3000")
     ap.add_argument("--out", default=str(RESULTS / "dilation-invariance"))
     ap.add_argument("--parallel", default=None, help="lab kernels at once (host side)")
+    ap.add_argument("--with-marked", action="store_true",
+                    help="count emulator-limited points in the drift too (what the marks "
+                         "hold back, e.g. CUBIC's `clock` under dilation)")
     ap.add_argument("--repetitions", type=int, default=1,
                     help="runs per point (each with its own seeded draw, the same at every k)")
     ap.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
@@ -186,7 +204,7 @@ def run(args: argparse.Namespace, f: Path, out: Path) -> None:
 def print_report(s: pd.DataFrame, args: argparse.Namespace, out: Path) -> None:
     """The table per k, the points left out, the figure and the closing DRIFT line."""
     ks = sorted(float(k) for k in args.ks.split(","))
-    au, tp, table = drift(s, ks[-1])
+    au, tp, table = drift(s, ks[-1], args.with_marked)
     common.print_wide(table.round(1), 30)
     marked = s[s["emulator_limited"]]
     for _, r in marked.iterrows():
@@ -195,8 +213,9 @@ def print_report(s: pd.DataFrame, args: argparse.Namespace, out: Path) -> None:
     print(f"congestion control: {args.cc}; delayed ACKs: {args.delayed_ack}; "
           f"loss probes: {args.loss_probe}")
     print(f"largest AU deviation beyond the points' own 95 % intervals: "
-          f"{beyond_intervals(s, ks[-1]):.2f} points")
-    print(f"DRIFT au_points={au:.2f} throughput_pct={tp:.2f}")
+          f"{beyond_intervals(s, ks[-1], args.with_marked):.2f} points")
+    print(f"DRIFT au_points={au:.2f} throughput_pct={tp:.2f}"
+          + (" (marked points included)" if args.with_marked else ""))
 
 
 def main() -> int:
