@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import labkernel, procfs, topology, workload
+from testbed import labkernel, model, procfs, topology, workload
 from testbed.errors import PointFailed
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
@@ -65,12 +65,18 @@ def warmup_bytes(point: Point, rtt_ms: float, rate_mbit: float) -> int:
 
 def _run_loaders(roots: list[Path], point: Point,
                  paths: list[WorkerPath]) -> list[workload.LoaderRun]:
-    """One loader per worker at once, each with its warm-up sized for its path."""
+    """One loader per worker at once, each with its warm-up sized for its path, all
+    loading until every window is complete, then measured over the stretch they all
+    measured (workload.together: workers that share a line share one window)."""
     spec, k = point.workload, point.time_scale
     windows = [spec.window(warmup_bytes(point, p.rtt_ms, p.rate_mbit)) for p in paths]
+    together = workload.Together(len(roots))
     with ThreadPoolExecutor(len(roots)) as pool:
-        return list(pool.map(lambda rw: workload.run_loader(rw[0], spec, rw[1], k),
+        runs = list(pool.map(lambda rw: workload.run_loader(rw[0], spec, rw[1], k,
+                                                            together=together),
                              zip(roots, windows)))
+    workload.common_window(runs)
+    return runs
 
 
 def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dict[str, Any]]:
@@ -189,7 +195,27 @@ def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.Load
         if plan.capture is not None:
             row["captured"] = False
         rows.append(row)
+    _line_use(rig, point, rows)
     return rows
+
+
+def _span_MB_s(point: Point, span: str) -> float:
+    """The payload a fibre span carries at its line rate (MB/s)."""
+    path = model.Path(rtt_s=0.0, share_Bps=point.fibre(span).rate_mbit * 1e6 / 8,
+                      mtu=int(point.value("mtu")), transport=point.mount.transport)
+    return model.fibre_Bps(path) / 1e6
+
+
+def _line_use(rig: Rig, point: Point, rows: list[dict[str, Any]]) -> None:
+    """Each row's line_use_pct: of the spans on its worker's path, the largest share of a
+    span's payload rate that the workers crossing it read together in their (common)
+    window. Above 100 the workers were not measured over one stretch of time."""
+    spans = {w: [n for n, _ in topology.path_fibres(rig.topo, w)] for w in rig.workers}
+    read = {r["worker"]: float(r["throughput_MB_s"]) for r in rows}
+    for row in rows:
+        uses = [100.0 * sum(read[w] for w in rig.workers if n in spans[w])
+                / _span_MB_s(point, n) for n in spans[row["worker"]]]
+        row["line_use_pct"] = max(uses, default=math.nan)
 
 
 def _add_capture(plan: Plan, cap: Any, rows: list[dict[str, Any]], rig: Rig,

@@ -35,7 +35,7 @@ SEARCH_COLUMNS = ("setting", "knob", "target", "meets_up_to", "fails_from",
                   "metric_at_meets", "metric_at_fails", "crossing", "uncertainty", "points",
                   "note")
 CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel", "loss_seed",
-           *explain_mod.COLUMNS)
+           "line_use_pct", *explain_mod.COLUMNS)
 
 
 def columns(plan: Plan) -> list[str]:
@@ -83,10 +83,10 @@ def write_steps(out: Path, run_id: str, workers: list[str],
         if new:
             w.writerow(STEP_COLUMNS)
         for worker, run in zip(workers, runs):
-            first = run.warmup_steps if run.warmup_steps is not None else len(run.steps)
+            window = run.window
             w.writerows((run_id, worker, s.index, f"{s.start_s:.6f}", f"{s.wait_s:.6f}",
-                         f"{s.compute_s:.6f}", s.bytes, s.samples, s.index >= first)
-                        for s in run.steps)
+                         f"{s.compute_s:.6f}", s.bytes, s.samples, i in window)
+                        for i, s in enumerate(run.steps))
 
 
 def open_store(plan: Plan, out: Path, resume: bool) -> results.ResultStore:

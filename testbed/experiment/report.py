@@ -159,6 +159,21 @@ def _far_end_lines(plan: Plan, s: pd.DataFrame) -> list[str]:
             f"{head} not with: " + ("; ".join(misses) or "none")]
 
 
+LINE_SLACK_PCT = 103.0  # the workers' sum may exceed the line's payload rate by this
+
+
+def _line_lines(s: pd.DataFrame) -> list[str]:
+    """A warning per point whose workers read more together than the line they share
+    carries: their windows did not cover one stretch of time (results from before the
+    common window), so its per-worker figures are not fair shares."""
+    if "line_use_pct" not in s:
+        return []
+    over = s[s["line_use_pct"] > LINE_SLACK_PCT]
+    return [f"check: {r['point_id']}: its workers read {r['line_use_pct']:.0f} % of the "
+            f"line's payload rate together (windows not in common)"
+            for _, r in over.drop_duplicates("point_id").iterrows()]
+
+
 def _below(value: float) -> str:
     """A failing probe's metric with enough decimals not to print as the target
     (89.96 is 89.96, not 90.0)."""
@@ -266,6 +281,7 @@ def build(out: Path, plan: Plan) -> Report:
     report = Report(_table(plan, s), failed=int(s["failed"].sum()))
     report.lines += _limit_lines(plan, s)
     report.lines += _far_end_lines(plan, s)
+    report.lines += _line_lines(s)
     report.lines += _search_lines(plan, out)
     if report.failed:
         reasons = df[df["status"] != "ok"].groupby("point")["reason"].first()

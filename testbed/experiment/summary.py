@@ -88,7 +88,8 @@ def _labels(ok: pd.DataFrame) -> dict[str, Any]:
 
 def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per group of `by` (point_id and, say, site): n, failures, and mean +- 95 % CI of
-    AU, throughput and slowdown, with the medians of the context columns."""
+    AU, throughput and slowdown, with the medians of the context columns and the
+    largest line_use_pct (the workers' sum against the line they share)."""
     rows: list[dict[str, Any]] = []
     for key, g in df.groupby(by, sort=False, dropna=False):
         ok = ok_rows(g)
@@ -102,6 +103,8 @@ def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                     "bound_latency_MB_s", "cpu_busy_pct", "compute_overshoot_pct", "prep_s"):
             if col in ok:
                 row[col] = float(ok[col].median()) if len(ok) else math.nan
+        if "line_use_pct" in ok:
+            row["line_use_pct"] = float(ok["line_use_pct"].max()) if len(ok) else math.nan
         row.update(_labels(ok))
         rows.append(row)
     return pd.DataFrame(rows)

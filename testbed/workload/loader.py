@@ -41,6 +41,7 @@ from testbed import schema
 from testbed.errors import SpecError, WorkloadError
 from testbed.schema import ACCESS, READER_KINDS
 from testbed.workload.dataset import Sample, samples_of
+from testbed.workload.together import Together
 from testbed.workload.window import (WINDOW_ROWS, Step, Window, WindowSpec, au_ci, batches,
                                      mean_ci)
 
@@ -92,18 +93,30 @@ class WorkloadSpec:
 
 @dataclass
 class LoaderRun:
-    """What a loader run produced: every step, where the measured window starts, whether
-    warm-up settled, and the I/O error that ended it early, if any."""
+    """What a loader run produced: every step, where its own warm-up ended, whether it
+    settled, and the I/O error that ended it early, if any. first and stop bound the
+    measured window when loaders ran together (together.common_window); else it runs
+    from the end of warm-up to the last step."""
 
     steps: list[Step] = field(default_factory=list)
     warmup_steps: int | None = None
     settled: bool = False
     error: str | None = None
+    first: int | None = None
+    stop: int | None = None
+
+    @property
+    def window(self) -> range:
+        """The indices of the measured window's steps."""
+        if self.warmup_steps is None:
+            return range(0)
+        first = self.warmup_steps if self.first is None else self.first
+        return range(first, len(self.steps) if self.stop is None else self.stop)
 
     @property
     def measured(self) -> list[Step]:
         """The steps of the measured window."""
-        return [] if self.warmup_steps is None else self.steps[self.warmup_steps:]
+        return self.steps[self.window.start:self.window.stop]
 
 
 _buffers = threading.local()
@@ -172,43 +185,64 @@ def _pool(spec: WorkloadSpec) -> Executor:
 
 
 def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
-               time_scale: float = 1.0, pattern: str = "sample_*") -> LoaderRun:
+               time_scale: float = 1.0, pattern: str = "sample_*",
+               together: Together | None = None) -> LoaderRun:
     """Feed an emulated accelerator from the files under root until the measured window
-    is complete. Never raises for I/O errors: the run reports them (a dead server must not
-    hang or crash the experiment). WorkloadError when there are no files."""
-    files = sorted(root.glob(pattern))
-    if not files:
-        raise WorkloadError(f"no dataset files under {root}")
-    decide = Window((window or spec.window()).scaled(time_scale))
-    batch_iter = _batches(samples_of(files, spec.access), spec)
-    read = functools.partial(read_sample, read_bytes=spec.read_kib << 10)
-    pool = _pool(spec)
-    pending: collections.deque[list[Future[int]]] = collections.deque(
-        [pool.submit(read, s) for s in next(batch_iter)] for _ in range(spec.prefetch))
-    run = LoaderRun()
-    t0 = time.perf_counter()
+    is complete (and, with `together`, every other loader's too: they keep loading
+    meanwhile, on its clock). Never raises for I/O errors: the run reports them (a dead
+    server must not hang or crash the experiment). WorkloadError when there are no files;
+    a loader that fails or raises counts as complete for the others."""
+    run, own_done = LoaderRun(), False
     try:
-        for i in itertools.count():
-            start = time.perf_counter()
-            try:
-                futures = pending.popleft()
-                nbytes = sum(f.result(timeout=READ_TIMEOUT_S * time_scale) for f in futures)
-            except (OSError, FutureTimeout) as exc:
-                run.error = f"{type(exc).__name__}: {exc}" if str(exc) else \
-                    f"a batch was not read within {READ_TIMEOUT_S * time_scale:g} s"
-                break
-            wait = time.perf_counter() - start
-            pending.append([pool.submit(read, s) for s in next(batch_iter)])
-            t1 = time.perf_counter()
-            time.sleep(spec.compute_ms * time_scale / 1000.0)  # the emulated accelerator
-            step = Step(i, start - t0, wait, time.perf_counter() - t1, nbytes, len(futures))
-            run.steps.append(step)
-            if not decide.add(step):
-                break
+        files = sorted(root.glob(pattern))
+        if not files:
+            raise WorkloadError(f"no dataset files under {root}")
+        decide = Window((window or spec.window()).scaled(time_scale))
+        batch_iter = _batches(samples_of(files, spec.access), spec)
+        read = functools.partial(read_sample, read_bytes=spec.read_kib << 10)
+        pool = _pool(spec)
+        pending: collections.deque[list[Future[int]]] = collections.deque(
+            [pool.submit(read, s) for s in next(batch_iter)] for _ in range(spec.prefetch))
+        t0 = together.t0 if together is not None else time.perf_counter()
+        try:
+            for i in itertools.count():
+                step = _step(i, t0, pool, read, pending, batch_iter, spec, time_scale, run)
+                if step is None:
+                    break
+                run.steps.append(step)
+                if not own_done and not decide.add(step):
+                    own_done = True
+                    if together is not None:
+                        together.done()
+                if own_done and (together is None or together.complete.is_set()):
+                    break
+        finally:
+            _drain(pool, pending, READ_TIMEOUT_S * time_scale)
     finally:
-        _drain(pool, pending, READ_TIMEOUT_S * time_scale)
+        if together is not None and not own_done:
+            together.done()  # failed: the others must not wait for this window
     run.warmup_steps, run.settled = decide.warmup_steps, decide.settled
     return run
+
+
+def _step(i: int, t0: float, pool: Executor, read: functools.partial[int],
+          pending: collections.deque[list[Future[int]]], batch_iter: Iterator[list[Sample]],
+          spec: WorkloadSpec, time_scale: float, run: LoaderRun) -> Step | None:
+    """One training step: wait for the oldest requested batch (the stall), request the
+    next, compute (sleep). None, with run.error set, when the batch could not be read."""
+    start = time.perf_counter()
+    try:
+        futures = pending.popleft()
+        nbytes = sum(f.result(timeout=READ_TIMEOUT_S * time_scale) for f in futures)
+    except (OSError, FutureTimeout) as exc:
+        run.error = f"{type(exc).__name__}: {exc}" if str(exc) else \
+            f"a batch was not read within {READ_TIMEOUT_S * time_scale:g} s"
+        return None
+    wait = time.perf_counter() - start
+    pending.append([pool.submit(read, s) for s in next(batch_iter)])
+    t1 = time.perf_counter()
+    time.sleep(spec.compute_ms * time_scale / 1000.0)  # the emulated accelerator
+    return Step(i, start - t0, wait, time.perf_counter() - t1, nbytes, len(futures))
 
 
 def _drain(pool: Executor, pending: collections.deque[list[Future[int]]],
@@ -239,6 +273,7 @@ def summarise(run: LoaderRun, spec: WorkloadSpec, time_scale: float = 1.0) -> di
     step_means = [(b[-1].end_s - b[0].start_s) / len(b) for b in batches(steps)]
     nominal = spec.compute_ms * k / 1000.0 * len(steps)
     warm = run.steps[:run.warmup_steps or 0]
+    started = warm[0].start_s if warm else steps[0].start_s
     return {
         "au_pct": au_pct, "au_ci_pct": au_half,
         "step_s": wall / len(steps) / k, "step_ci_s": mean_ci(step_means)[1] / k,
@@ -247,7 +282,7 @@ def summarise(run: LoaderRun, spec: WorkloadSpec, time_scale: float = 1.0) -> di
         "stall_s": sum(s.wait_s for s in steps) / k, "wall_s": wall / k,
         "step_wait_median_ms": 1000 * statistics.median(s.wait_s for s in steps) / k,
         "steps_measured": len(steps),
-        "warmup_s": (warm[-1].end_s if warm else 0.0) / k,
+        "warmup_s": (warm[-1].end_s - started if warm else 0.0) / k,
         "warmup_MB": sum(s.bytes for s in warm) / 1e6, "warmup_settled": run.settled,
         "compute_overshoot_pct": 100.0 * (sum(s.compute_s for s in steps) - nominal)
         / nominal if nominal > 0 else 0.0,

@@ -216,3 +216,51 @@ def test_lossy_points_share_their_seed_and_dilated_cubic_is_marked(real_kernel, 
         pytest.skip("this kernel keeps no netem seed (TCA_NETEM_PRNG_SEED: Linux >= 6.3)")
     assert far["loss_seed"].str.match(r"0x[0-9a-f]{16}$").all()
     assert far.loc[1.0, "loss_seed"] == far.loc[2.0, "loss_seed"]
+
+
+SHARED = """
+name = "shared"
+topology = "metro"
+[fixed]
+workers = 2
+rate = "100mbit"
+distance_km = 60
+[dataset]
+files = 16
+file_kib = 512
+[workload]
+batch = 2
+compute_ms = 20
+readers = 2
+measure_s = 2
+measure_max_s = 6
+measure_stall_s = 2
+warmup_max_s = 2
+min_steps = 4
+"""
+
+
+def test_workers_sharing_a_line_are_measured_over_one_window(real_kernel, tmp_path):
+    """Two workers on one 100 Mbit/s span, each wanting 50 MB/s: both load until both
+    windows are complete, are measured over one stretch of time, and together read no
+    more than the line carries (2026-12-04 they did not: one worker measured alone on
+    the line after the other stopped, their sum 14 % above it)."""
+    f = tmp_path / "shared.toml"
+    f.write_text(SHARED)
+    out = run_file(f, tmp_path / "out")
+    df = pd.read_csv(out / "results.csv")
+    far = df[~df.baseline.astype(bool)]
+    assert len(far) == 2 and (far["status"] == "ok").all()
+    line = 100e6 / 8 / 1e6 * 1448 / 1514
+    assert far.throughput_MB_s.sum() <= 1.03 * line, far.throughput_MB_s.tolist()
+    assert far.line_use_pct.between(85, 103).all(), far.line_use_pct.tolist()
+    steps = pd.read_csv(out / "steps.csv")
+    steps = steps[steps.point == far.point.iloc[0]]
+    steps = steps[steps.measured.astype(str) == "True"]
+    spans = steps.groupby("worker").agg(first=("start_s", "min"), last=("start_s", "max"))
+    assert len(spans) == 2
+    step_s = float(far.step_s.max())
+    assert (spans["first"].max() - spans["first"].min()) <= 1.5 * step_s, spans
+    assert (spans["last"].max() - spans["last"].min()) <= 1.5 * step_s, spans
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary.line_use_pct.max() <= 103
