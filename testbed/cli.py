@@ -8,6 +8,9 @@
     testbed run FILE [--out DIR] [--resume] [--check] [-p KNOB=VALUE ...]
                 [--parallel N|auto] [--scheduler tcp://HOST:PORT]
     testbed demo [--out DIR] [--check] [...]    the small default experiment
+    testbed advise --workload W --distance-km D (--slowdown-pct G | --au-pct G)
+                [--rate R] [--workers N] [--allow KNOB,...] [--model-only] [--out DIR]
+                                                which settings buy the distance back
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
     testbed report DIR --markdown               a results folder's table as GitHub markdown
@@ -280,6 +283,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return _run_experiment(DEMO_FILE, args)
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    """The model's cheapest settings that meet the goal, then (unless --model-only) the
+    best confirmed in emulation."""
+    import time
+    from testbed import advice
+    from testbed.experiment import advise as adv
+    from testbed.experiment import run_plan
+    t0 = time.perf_counter()
+    s, goal = advice.scenario(args), advice.goal(args)
+    allowed = tuple(k.strip() for k in args.allow.split(",") if k.strip())
+    folder = Path(args.out) if args.out else \
+        Path("results") / f"advise-{s.workload}-{s.distance_km:g}km"
+    plan = advice.load(s, (), folder if not args.model_only else _scratch(), "start")
+    found = adv.advise(plan, goal, allowed)
+    advice.print_model(out, found, time.perf_counter() - t0)
+    if args.model_only:
+        return 0
+    on_host = _on_lab_kernels(args)
+    if not on_host:
+        _need_root("testbed advise")
+
+    def measure(p: Any, where: Path) -> Any:
+        listener = ProgressListener(out)
+        try:
+            if on_host:
+                return _run_distributed(p, where, args, listener)
+            return run_plan(p, where, listener=listener)[1]
+        finally:
+            listener.stop()
+
+    verdict = advice.confirm(out, s, found, folder, measure, args.confirm)
+    out.print(f"advise took {(time.perf_counter() - t0) / 60:.1f} min", markup=False)
+    return 0 if verdict is not None else EXIT_FAILED
+
+
+def _scratch() -> Path:
+    """A folder for files nobody keeps (--model-only's experiment file)."""
+    import tempfile
+    return Path(tempfile.mkdtemp(prefix="testbed-advise-"))
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     """Probe a link with timestamped packets and print the report."""
     from testbed.packets import probe
@@ -421,10 +465,45 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the demo experiment (a few minutes)")
     _experiment_args(demo)
     demo.set_defaults(func=cmd_demo)
+    _advise_parser(sub)
     _probe_parser(sub)
     _analyse_parser(sub)
     _report_parsers(sub)
     return p
+
+
+def _advise_parser(sub: Any) -> None:
+    from testbed.experiment import advise as adv
+    from testbed.workload.presets import PRESETS
+    ad = sub.add_parser("advise", help="which settings keep a workload within a goal at a "
+                        "distance: the model's cheapest, confirmed in emulation")
+    ad.add_argument("--workload", required=True, choices=sorted(PRESETS),
+                    help="a workload preset")
+    ad.add_argument("--distance-km", type=_finite, required=True, help="fibre distance")
+    ad.add_argument("--rate", default="100gbit", help="line rate (default 100gbit)")
+    ad.add_argument("--loss-pct", type=_finite, default=0.0, help="random loss per packet")
+    ad.add_argument("--workers", type=_count, default=1, help="GPU workers per site")
+    ad.add_argument("--topology", default="apn", help="topology (default apn)")
+    goal = ad.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--slowdown-pct", type=_finite, help="at most this slowdown against "
+                      "co-located (e.g. 1)")
+    goal.add_argument("--au-pct", type=_finite, help="at least this AU (e.g. 90)")
+    ad.add_argument("--allow", default=",".join(adv.DEFAULT_ALLOWED), metavar="KNOB,...",
+                    help="the knobs it may change (default: %(default)s)")
+    ad.add_argument("--model-only", action="store_true",
+                    help="the model's answer only (under a second; no kernel)")
+    ad.add_argument("--confirm", type=_count, default=2, metavar="N",
+                    help="confirm at most N candidates in emulation (default 2)")
+    ad.add_argument("--repetitions", type=_count, default=3,
+                    help="runs per confirmed point (its interval is over them; default 3)")
+    ad.add_argument("--files", type=_count, default=8, help="files in the training set")
+    ad.add_argument("--out", default=None, help="output folder (default "
+                    "results/advise-WORKLOAD-Dkm)")
+    ad.add_argument("--parallel", type=_parallel, default=None, metavar="N|auto",
+                    help="measure in N lab kernels at once on this host")
+    ad.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                    help="send the points to this Dask scheduler's workers")
+    ad.set_defaults(func=cmd_advise, param=[], resume=False)
 
 
 def _probe_parser(sub: Any) -> None:

@@ -110,11 +110,10 @@ def share_Bps(topo: topology.SiteTopo, point: Point, worker: str) -> float:
     return min(point.fibre(n).rate_mbit * 1e6 / 8 / crossing[n] for n, _ in spans)
 
 
-def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
-           rmem_max: int, cc: str, fetch: bool = False) -> model.Bounds:
-    """The model's bounds for one worker of a point, from the kernel's own read-ahead and
-    TCP buffer settings (read back), the point's path and loader. fetch: the bounds of
-    fetching the set over the fibre as fast as it goes (a cache fill, a staging copy)."""
+def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_max: int,
+           cc: str) -> tuple[model.Path, model.Reading, float]:
+    """What the model needs of one worker of a point: its path (round trip, fair share,
+    loss, connections, TCP buffers), how its loader reads, and its demand (bytes/s)."""
     specs = [point.fibre(n) for n, _ in topology.path_fibres(topo, worker)]
     keep = math.prod(1 - s.loss_pct / 100 for s in specs)
     wl, m = point.workload, point.mount
@@ -129,22 +128,37 @@ def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
                             sample_bytes=sample, read_bytes=wl.read_kib << 10,
                             rsize=m.rsize, ra_bytes=ra_kb << 10)
     demand = wl.batch * sample / (wl.compute_ms / 1000.0) if wl.compute_ms > 0 else math.inf
+    return path, reading, demand
+
+
+def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
+           rmem_max: int, cc: str, fetch: bool = False) -> model.Bounds:
+    """The model's bounds for one worker of a point, from the kernel's own read-ahead and
+    TCP buffer settings (read back), the point's path and loader. fetch: the bounds of
+    fetching the set over the fibre as fast as it goes (a cache fill, a staging copy)."""
+    path, reading, demand = inputs(topo, point, worker, ra_kb, rmem_max, cc)
     if fetch:
         return model.predict(path, reading, math.inf)
     return model.predict(path, reading, demand, local=point.data_path != "direct")
 
 
-def planned_bounds(topo: topology.SiteTopo, point: Point, worker: str,
-                   ra_kb: int | None = None, fetch: bool = False) -> model.Bounds:
-    """The model's bounds for a point not measured yet: the mount's read-ahead (the
-    kernel's 128 KiB where the mount leaves it; ra_kb when read back), the TCP buffers
-    the engine would set (the point's, else 2 x the largest BDP, at least 6 MiB) and
-    the point's congestion control."""
-    if ra_kb is None:
-        ra_kb = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
+def planned_inputs(point: Point) -> tuple[int, int]:
+    """The read-ahead (KiB) and TCP buffer maximum (bytes) a point not measured yet
+    will run with: the mount's read-ahead (the kernel's 128 KiB where it leaves it) and
+    the point's buffers, else 2 x the largest BDP, at least 6 MiB (the engine's rule)."""
+    ra_kb = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
     rmem = point.tcp_buffer_bytes or \
         max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
-    return bounds(topo, point, worker, ra_kb, rmem, point.congestion, fetch=fetch)
+    return ra_kb, rmem
+
+
+def planned_bounds(topo: topology.SiteTopo, point: Point, worker: str,
+                   ra_kb: int | None = None, fetch: bool = False) -> model.Bounds:
+    """The model's bounds for a point not measured yet (planned_inputs; ra_kb when read
+    back) with the point's congestion control."""
+    planned_ra, rmem = planned_inputs(point)
+    return bounds(topo, point, worker, planned_ra if ra_kb is None else ra_kb, rmem,
+                  point.congestion, fetch=fetch)
 
 
 def explain(b: model.Bounds, row: dict[str, Any], drops: int, sent_pkts_est: float,

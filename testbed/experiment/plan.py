@@ -168,9 +168,14 @@ def _version_served(p: Point) -> str | None:
     return None
 
 
+def cache_need_mib(p: Point) -> int:
+    """The FS-Cache a point needs: every worker's copy of the data, a quarter to spare."""
+    return math.ceil(p.workers * p.dataset.total_bytes * 1.25 / 2**20)
+
+
 def _cache_fits(p: Point) -> str | None:
-    """FS-Cache must hold every worker's copy of the data (with a quarter to spare)."""
-    need = math.ceil(p.workers * p.dataset.total_bytes * 1.25 / 2**20)
+    """FS-Cache must hold every worker's copy of the data (cache_need_mib)."""
+    need = cache_need_mib(p)
     if p.data_path == "cache" and int(p.value("cache_mib")) < need:
         return (f"[cache] size_mib = {p.value('cache_mib')} cannot hold {p.workers} worker(s) "
                 f"x {p.dataset.total_bytes / 2**20:.0f} MiB of data: at least {need}")

@@ -20,6 +20,7 @@ and CPU time (the emulator's headroom is judged from measurements instead).
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -191,9 +192,11 @@ class Simulation:
         return n * self.r.sample_bytes / (t_b - t_a)
 
 
+@functools.lru_cache(maxsize=4096)
 def read_rate_Bps(s: Setting, fast: bool = True) -> float:
     """The steady read rate of the loader's readers over the path (bytes/s); fast=False
-    steps page by page (the reference the fast way is tested against)."""
+    steps page by page (the reference the fast way is tested against). Remembered per
+    setting: a search (advise) meets the same setting more than once."""
     if s.rtt_s <= 0 and not math.isfinite(s.rate_Bps):
         return math.inf
     return Simulation(s, fast).run()

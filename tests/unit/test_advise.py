@@ -1,0 +1,114 @@
+"""`testbed advise`: the model's walk from the defaults to the goal, cheapest tier
+first; the experiment files it writes; how a confirmation is judged; the command."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from testbed import cli
+from testbed.errors import SpecError
+from testbed.experiment import advise as adv
+from testbed.experiment import plan as plan_mod
+
+
+def plan_for(tmp_path, **kw):
+    s = adv.Scenario(**{"workload": "unet3d-h100", "distance_km": 3000, **kw})
+    f = tmp_path / "a.toml"
+    f.write_text(adv.experiment_text(s))
+    return plan_mod.load(f)
+
+
+def test_unet3d_at_3000_km_needs_only_mount_and_host_settings_in_the_model(tmp_path):
+    a = adv.advise(plan_for(tmp_path), adv.Goal("slowdown_pct", 1))
+    assert a.path[0].changes == () and a.path[0].text == "the defaults"
+    assert not a.path[0].meets and a.path[0].limited_by == "window"
+    r = a.recommended
+    assert r is not None and r.meets and r.tier == 0 and r.slowdown_pct <= 1
+    assert dict(r.changes)["read_ahead_kb"] > 128 and dict(r.changes)["tcp_buffer_mib"] > 6
+    rates = [c.model_MB_s for c in a.path]
+    assert rates == sorted(rates)  # every step buys something
+    assert [c.tier for c in a.path] == sorted(c.tier for c in a.path)  # cheapest first
+    assert a.runner_up is not None and a.runner_up.meets
+
+
+def test_eight_gpus_on_one_line_need_a_copy_or_say_the_fibre_stops_them(tmp_path):
+    plan = plan_for(tmp_path, workers=8)
+    a = adv.advise(plan, adv.Goal("slowdown_pct", 1))
+    assert a.recommended is not None and dict(a.recommended.changes)["data_path"] == "cache"
+    assert a.recommended.tier == 2
+    b = adv.advise(plan, adv.Goal("slowdown_pct", 1),
+                   allowed=tuple(k for k in adv.DEFAULT_ALLOWED if k != "data_path"))
+    assert b.recommended is None and b.stopped_by == "fibre"
+    assert "faster line" in adv.LIFTS[b.stopped_by]
+
+
+def test_an_au_goal_is_met_earlier_than_a_one_percent_slowdown(tmp_path):
+    plan = plan_for(tmp_path)
+    au = adv.advise(plan, adv.Goal("au_pct", 50))
+    sd = adv.advise(plan, adv.Goal("slowdown_pct", 1))
+    assert au.recommended is not None and 50 <= au.recommended.au_pct
+    assert len(au.path) < len(sd.path)
+
+
+@pytest.mark.parametrize("metric,value", [("slowdown_pct", 0), ("au_pct", 101),
+                                          ("au_pct", math.nan), ("speed", 1)])
+def test_bad_goals(metric, value):
+    with pytest.raises(SpecError):
+        adv.Goal(metric, value)
+
+
+def test_unknown_knobs_are_refused(tmp_path):
+    with pytest.raises(SpecError, match="no advice ladder for mtu"):
+        adv.advise(plan_for(tmp_path), adv.Goal("au_pct", 90), allowed=("mtu",))
+
+
+def test_experiment_text_loads_and_holds_the_changes(tmp_path):
+    s = adv.Scenario("resnet50-h100", 1000, workers=2, repetitions=4)
+    changes = (("read_ahead_kb", 4096), ("readers", 16), ("data_path", "cache"))
+    f = tmp_path / "c.toml"
+    f.write_text(adv.experiment_text(s, changes, "c"))
+    plan = plan_mod.load(f)
+    assert plan.repetitions == 4 and len(plan.points) == 2
+    far = adv.far_point(plan)
+    assert far.mount.read_ahead_kb == 4096 and far.workload.readers == 16
+    assert far.data_path == "cache" and far.workers == 2
+    text = adv.snippet(adv.Candidate(changes, 2, 1.0, 1.0, 100.0, "compute", True))
+    assert "[mounts.advised]\nread_ahead_kb = 4096" in text
+    assert '[fixed]\ndata_path = "cache"' in text and "[workload]\nreaders = 16" in text
+
+
+def summary(au, au_ci, sd, sd_ci, limited="compute", measured=3100.0, modelled=3177.0):
+    return pd.DataFrame([
+        {"baseline": True, "au_pct": 99.0, "au_pct_ci": 0.1, "slowdown_pct": 0.0,
+         "slowdown_pct_ci": 0.1, "limited_by": "compute", "n": 3,
+         "throughput_MB_s": 3177.0, "model_MB_s": 3177.0},
+        {"baseline": False, "au_pct": au, "au_pct_ci": au_ci, "slowdown_pct": sd,
+         "slowdown_pct_ci": sd_ci, "limited_by": limited, "n": 3,
+         "throughput_MB_s": measured, "model_MB_s": modelled}])
+
+
+def test_judge_needs_the_interval_inside_the_goal():
+    goal = adv.Goal("slowdown_pct", 1)
+    assert adv.judge(goal, summary(98.5, 0.2, 0.4, 0.3)).confirmed
+    v = adv.judge(goal, summary(98.5, 0.2, 0.6, 0.8))
+    assert not v.confirmed and "measure longer" in v.why
+    assert not adv.judge(goal, summary(90, 1, 9, 1)).confirmed
+    v = adv.judge(goal, summary(98.5, 0.2, 0.4, 0.3, limited="emulator"))
+    assert not v.confirmed and "emulator" in v.why
+    v = adv.judge(adv.Goal("au_pct", 90), summary(80, 1, 20, 1, "latency", 2000.0))
+    assert not v.confirmed and "does not name" in v.why
+
+
+def test_the_command_answers_from_the_model(capsys):
+    rc = cli.main(["advise", "--workload", "unet3d-h100", "--distance-km", "3000",
+                   "--slowdown-pct", "1", "--model-only"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "[mounts.advised]" in text and "model answered in" in text
+
+
+def test_the_command_refuses_bad_input_in_one_line(capsys):
+    rc = cli.main(["advise", "--workload", "unet3d-h100", "--distance-km", "3000",
+                   "--au-pct", "90", "--allow", "mtu", "--model-only"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no advice ladder" in err and "Traceback" not in err
