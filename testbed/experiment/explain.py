@@ -20,6 +20,9 @@ The emulator's evidence, one rule per row of EMULATOR_RULES:
              measured: tuned mount, 3,000 km, 0.1 %: AU 28 at k = 1, 50 at k = 10).
              Reno counts round trips and is not marked; run lossy scenarios dilated
              with congestion = "reno", or CUBIC at k = 1
+  tcpmem     TCP met the lab kernel's memory pressure (tcp_mem) during the run: the
+             storage host and the workers share one kernel's TCP memory, which real
+             hosts do not (testbed/network/tcp_memory.py raises it to fit the buffers)
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class Evidence:
     model_MB_s: float
     emulated: bool = False
     cubic_clock: bool = False  # CUBIC, loss, k > 1: recovery on the undilated clock
+    tcp_pressures: int = 0  # times TCP met the lab kernel's memory pressure
 
 
 EMULATOR_RULES: tuple[tuple[str, Callable[[Evidence], bool]], ...] = (
@@ -66,6 +70,7 @@ EMULATOR_RULES: tuple[tuple[str, Callable[[Evidence], bool]], ...] = (
      and (e.cpu_busy_pct >= 75 or e.overshoot_pct >= 2)),
     ("tcg", lambda e: e.emulated and e.measured_MB_s < SHORTFALL * e.model_MB_s),
     ("clock", lambda e: e.cubic_clock),
+    ("tcpmem", lambda e: e.tcp_pressures > 0),
 )
 
 
@@ -167,7 +172,8 @@ def explain(b: model.Bounds, row: dict[str, Any], drops: int, sent_pkts_est: flo
     mb = lambda v: v / 1e6 if math.isfinite(v) else math.inf  # noqa: E731
     e = Evidence(row["cpu_busy_pct"], row["compute_overshoot_pct"], drops,
                  loss * sent_pkts_est, row["throughput_MB_s"], mb(b.predicted),
-                 software_emulated(), cubic_clock(row))
+                 software_emulated(), cubic_clock(row),
+                 int(row.get("tcp_mem_pressures", 0) or 0))
     reasons = emulator_reasons(e)
     return {
         "model_MB_s": mb(b.predicted), "model_au_pct": b.au_pct(),

@@ -10,6 +10,7 @@ receives its rows (marks.host_mark_rows).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point
 from testbed.experiment.rig import Rig, counters
+from testbed.network import tcp_memory
 from testbed.services.nfs import NfsMount
 
 
@@ -63,18 +65,28 @@ def warmup_bytes(point: Point, rtt_ms: float, rate_mbit: float) -> int:
     return int(min(3 * bdp, 10 * wl.batch * sample) + 2 * wl.readers * sample)
 
 
-def _run_loaders(roots: list[Path], point: Point,
+def shuffle_seed(point: Point, rep: int, worker: int) -> int:
+    """The loader's shuffle seed for one worker in one repetition: the point's `seed`
+    moved on per repetition and per worker, so that repetitions sample different file
+    orders (their interval then covers the order's effect) while a point and its
+    co-located baseline meet the same order in the same repetition."""
+    return (point.workload.seed + 1_000_003 * rep + worker) % 2**31
+
+
+def _run_loaders(roots: list[Path], point: Point, rep: int,
                  paths: list[WorkerPath]) -> list[workload.LoaderRun]:
-    """One loader per worker at once, each with its warm-up sized for its path, all
-    loading until every window is complete, then measured over the stretch they all
-    measured (workload.together: workers that share a line share one window)."""
+    """One loader per worker at once, each with its warm-up sized for its path and its
+    own file order, all loading until every window is complete, then measured over the
+    stretch they all measured (workload.together: workers on a line share one window)."""
     spec, k = point.workload, point.time_scale
     windows = [spec.window(warmup_bytes(point, p.rtt_ms, p.rate_mbit)) for p in paths]
+    specs = [dataclasses.replace(spec, seed=shuffle_seed(point, rep, i))
+             for i in range(len(roots))]
     together = workload.Together(len(roots))
     with ThreadPoolExecutor(len(roots)) as pool:
-        runs = list(pool.map(lambda rw: workload.run_loader(rw[0], spec, rw[1], k,
-                                                            together=together),
-                             zip(roots, windows)))
+        runs = list(pool.map(lambda a: workload.run_loader(a[0], a[1], a[2], k,
+                                                           together=together),
+                             zip(roots, specs, windows)))
     workload.common_window(runs)
     return runs
 
@@ -92,7 +104,7 @@ def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dic
             state.set_phase("capture")
             cap = capture_mod.start(rig.net, rig.workers[0], plan.capture, point.id, stack)
         state.set_phase("loader")
-        runs, ctx = _load(rig, point, mounts, prepared)
+        runs, ctx = _load(rig, point, rep, mounts, prepared)
         record.write_steps(out, point.run_id(rep), rig.workers, runs)
         rows = _rows(plan, rig, point, rep, runs, prepared, ctx)
         if cap is not None:
@@ -117,24 +129,29 @@ def _mount(rig: Rig, point: Point, rep: int, stack: ExitStack) -> tuple[list[Nfs
     return mounts, data_path.prepare(rig.net, point, mounts, stack)
 
 
-def _load(rig: Rig, point: Point, mounts: list[NfsMount],
+def _load(rig: Rig, point: Point, rep: int, mounts: list[NfsMount],
           prepared: list[Any]) -> tuple[list[workload.LoaderRun], _Context]:
     """Run the loaders; around them, read the fibres' counters, the CPU's busy time and
     lab/run's host meter: (the loaders' runs, what they measured besides)."""
     paths = [path_of(rig, point, w) for w in rig.workers]
     before, busy0, total0, t0 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
-    host0 = labkernel.host_sample()
-    runs = _run_loaders([p.root for p in prepared], point, paths)
+    host0, mem0 = labkernel.host_sample(), _tcp_pressures(rig)
+    runs = _run_loaders([p.root for p in prepared], point, rep, paths)
     after, busy1, total1, t1 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
-    host1 = labkernel.host_sample()
+    host1, mem1 = labkernel.host_sample(), _tcp_pressures(rig)
     ctx = _Context([m.read_ahead_kb() for m in mounts],
                    100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
                    {n: tuple(b - a for a, b in zip(counters(before[n]), counters(after[n])))
                     for n in after},
                    t1 - t0, labkernel.host_share(host0, host1)
                    if host0 is not None and host1 is not None else {},
-                   {n: r.seed for n, r in before.items()})
+                   {n: r.seed for n, r in before.items()}, mem1 - mem0)
     return runs, ctx
+
+
+def _tcp_pressures(rig: Rig) -> int:
+    """How often the hosts' TCP met the kernel's memory pressure so far, all together."""
+    return sum(tcp_memory.pressures(rig.net.namespace(h)) for h in rig.net.hosts)
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,7 @@ class _Context:
     seconds: float
     host: dict[str, float]
     seeds: dict[str, int | None]  # each fibre's netem seed as the kernel reports it
+    tcp_pressures: int = 0  # times the hosts' TCP met the kernel's tcp_mem pressure
 
 
 def _explained(rig: Rig, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
@@ -189,7 +207,7 @@ def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.Load
                     **workload.summarise(run, point.workload, point.time_scale),
                     "prep_s": prep.prep_s / point.time_scale,
                     "cpu_busy_pct": ctx.cpu_busy_pct, **ctx.host,
-                    "read_ahead_kb_kernel": ra_kb,
+                    "read_ahead_kb_kernel": ra_kb, "tcp_mem_pressures": ctx.tcp_pressures,
                     "loss_seed": _seed_text(rig, w, ctx.seeds)})
         row.update(_explained(rig, point, w, row, ra_kb, ctx))
         if plan.capture is not None:

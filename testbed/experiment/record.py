@@ -35,7 +35,7 @@ SEARCH_COLUMNS = ("setting", "knob", "target", "meets_up_to", "fails_from",
                   "metric_at_meets", "metric_at_fails", "crossing", "uncertainty", "points",
                   "note")
 CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel", "loss_seed",
-           "line_use_pct", *explain_mod.COLUMNS)
+           "line_use_pct", "tcp_mem_pressures", *explain_mod.COLUMNS)
 
 
 def columns(plan: Plan) -> list[str]:

@@ -71,6 +71,7 @@ class Network:
         self._ends: dict[tuple[str, str], tuple[str, str]] = {}
         self._names: dict[str, tuple[str, str]] = {}
         self.tcp = TcpPolicy(self, congestion)
+        self._stack.callback(self.tcp.memory.restore)
         self.procs = Processes(self, self.state, self._stack.callback)
         self.started = False
         self._owner_pid = os.getpid()

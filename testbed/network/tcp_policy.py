@@ -1,7 +1,8 @@
 """Host TCP policy of a running network: what every host's TCP does, set through sysctls
 and route metrics in the hosts' namespaces.
 
-    buffers          tcp_rmem/tcp_wmem maxima >= 2 x BDP of the longest fibre (or fixed)
+    buffers          tcp_rmem/tcp_wmem maxima >= 2 x BDP of the longest fibre (or fixed),
+                     and the kernel's tcp_mem raised to hold them all (tcp_memory.py)
     congestion       net.ipv4.tcp_congestion_control of connections opened from now on
     time scale       every route's rto_min stretched to k x 200 ms (locked, so TCP uses it)
     delayed ACKs     on (Linux's default) or route quickack on every host's routes
@@ -21,6 +22,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from testbed.errors import KernelError
 from testbed.network.namespace import read_sysctl, write_sysctl
 from testbed.network.nodes import Nodes
+from testbed.network.tcp_memory import TcpMemory
 
 DEFAULT_CONGESTION = "cubic"
 MAIN_TABLE = 254
@@ -93,6 +95,7 @@ class TcpPolicy:
         self.buffer_override: int | None = None  # a fixed maximum instead of 2 x BDP
         self.time_scale = 1.0  # the dilation the hosts' route timers are set for
         self.delayed_ack = True  # False: every host's routes carry quickack
+        self.memory = TcpMemory()  # the kernel's tcp_mem, raised to fit the buffers
         self.loss_probe = True  # False: no host sends tail loss probes
 
     def sysctl(self, node: str, key: str, value: str, optional: bool = False) -> None:
@@ -123,6 +126,7 @@ class TcpPolicy:
                                ("net/core/rmem_max", str(need)),
                                ("net/core/wmem_max", str(need))):
                 self.sysctl(host, key, value, optional=key.startswith("net/core/"))
+        self.memory.ensure(2 * len(self.nodes.hosts) * need)  # rmem + wmem, every host
         self.buffer_bytes = need
 
     def set_buffers(self, nbytes: int | None) -> None:
