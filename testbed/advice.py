@@ -21,6 +21,7 @@ from rich.table import Table
 
 from testbed.experiment import advise as adv
 from testbed.experiment import plan as plan_mod
+from testbed.experiment import report
 from testbed.experiment.plan import Plan
 
 RunPlan = Callable[[Plan, Path], Any]  # measure a plan into a folder (as `testbed run`)
@@ -104,8 +105,9 @@ def confirm(out: Console, s: adv.Scenario, a: adv.Advice, folder: Path,
         plan = load(s, cand.changes, folder, name)
         t0 = time.monotonic()
         run_plan(plan, folder / name)
-        summary = pd.read_csv(folder / name / "summary.csv")
-        v = adv.judge(a.goal, summary)
+        built = report.build(folder / name, plan)  # writes summary.csv
+        out.print(built.table)
+        v = adv.judge(a.goal, pd.read_csv(folder / name / "summary.csv"))
         out.print(_verdict_line(cand, v, time.monotonic() - t0, folder / name))
         if v.confirmed:
             return v

@@ -112,3 +112,4 @@ def test_the_command_refuses_bad_input_in_one_line(capsys):
                    "--au-pct", "90", "--allow", "mtu", "--model-only"])
     err = capsys.readouterr().err
     assert rc == 2 and "no advice ladder" in err and "Traceback" not in err
+
