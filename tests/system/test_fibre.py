@@ -34,8 +34,11 @@ from testbed.network.namespace import NETNS_DIR, in_namespace
 from testbed.packets import probe as probe_mod
 
 
-def ping(net, src, dst):
-    argv = net.procs.cmd(src, ["ping", "-c", "1", "-W", "3", net.address(dst)])
+def ping(net, src, dst, count=1):
+    """True when any of `count` echo requests is answered (ping exits 0 on one reply):
+    across a lossy fibre one request and its ARP exchange cross netem four times."""
+    argv = net.procs.cmd(src, ["ping", "-c", str(count), "-i", "0.2", "-W", "3",
+                               net.address(dst)])
     return subprocess.run(argv, capture_output=True).returncode == 0
 
 
@@ -104,7 +107,8 @@ def test_loss_seed_drops_the_same_datagrams_again(make_net):
     the gaps between losses (a shift changes one gap), in order."""
     net = make_net("apn", workers=1, distance_km=100, rate="200mbit", loss_pct=5.0)
     spec = net.fibre_links()[("srv", "s1")]
-    assert ping(net, "srv", "w1")  # neighbours resolved: only the datagrams cross netem
+    # neighbours resolved: only the datagrams cross netem (10 tries: 5 % loss each way)
+    assert ping(net, "srv", "w1", count=10)
 
     def lost(seed):
         net.set_fibre_spec("wan", spec.replace(loss_seed=seed))
