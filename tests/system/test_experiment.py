@@ -254,6 +254,10 @@ def test_workers_sharing_a_line_are_measured_over_one_window(real_kernel, tmp_pa
     line = 100e6 / 8 / 1e6 * 1448 / 1514
     assert far.throughput_MB_s.sum() <= 1.03 * line, far.throughput_MB_s.tolist()
     assert far.line_use_pct.between(85, 103).all(), far.line_use_pct.tolist()
+    # the model's fibre term: each worker's fair share of the line, within 15 %
+    assert (far.limited_by == "fibre").all(), far.limited_by.tolist()
+    ratio = far.throughput_MB_s / far.model_MB_s
+    assert ratio.between(0.85, 1.15).all(), ratio.tolist()
     steps = pd.read_csv(out / "steps.csv")
     steps = steps[steps.point == far.point.iloc[0]]
     steps = steps[steps.measured.astype(str) == "True"]
