@@ -10,6 +10,8 @@ a results folder beside it, so every figure can be re-run and re-reported.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import time
 from pathlib import Path
@@ -95,11 +97,12 @@ def print_model(out: Console, a: adv.Advice, seconds: float) -> None:
 
 
 def confirm(out: Console, s: adv.Scenario, a: adv.Advice, folder: Path,
-            run_plan: RunPlan, how_many: int) -> adv.Verdict | None:
+            run_plan: RunPlan, how_many: int) -> list[tuple[adv.Candidate, adv.Verdict]]:
     """Measure the model's best candidates (recommendation, runner-up; the best it found
-    when nothing meets the goal) until one is confirmed; print each verdict. Returns the
-    confirmed verdict (None: none)."""
+    when nothing meets the goal) until one is confirmed; print each verdict. Returns
+    every candidate measured with its verdict, the confirmed one (if any) last."""
     picks = [c for c in (a.recommended, a.runner_up) if c is not None] or [a.path[-1]]
+    measured: list[tuple[adv.Candidate, adv.Verdict]] = []
     for i, cand in enumerate(picks[:how_many]):
         name = f"candidate-{i + 1}"
         plan = load(s, cand.changes, folder, name)
@@ -109,9 +112,38 @@ def confirm(out: Console, s: adv.Scenario, a: adv.Advice, folder: Path,
         out.print(built.table)
         v = adv.judge(a.goal, pd.read_csv(folder / name / "summary.csv"))
         out.print(_verdict_line(cand, v, time.monotonic() - t0, folder / name))
+        measured.append((cand, v))
         if v.confirmed:
-            return v
-    return None
+            break
+    return measured
+
+
+RECORD = "advice.json"  # what advise answered, in its output folder
+
+
+def record(folder: Path, s: adv.Scenario, a: adv.Advice,
+           measured: list[tuple[adv.Candidate, adv.Verdict]], seconds: float) -> Path:
+    """Write advise's answer (the scenario, the goal, the model's path, recommendation
+    and runner-up, every confirmation's verdict, the wall time) as JSON into `folder`:
+    what a table over many advise runs (benchmarks/poc_advise.py) is built from."""
+    def cand(c: adv.Candidate | None) -> dict[str, Any] | None:
+        if c is None:
+            return None
+        return {"setting": c.text, "changes": dict(c.changes), "tier": adv.TIERS[c.tier],
+                "model_MB_s": c.model_MB_s, "demand_MB_s": c.demand_MB_s,
+                "au_pct": c.au_pct, "limited_by": c.limited_by, "meets": c.meets}
+    doc = {"scenario": dataclasses.asdict(s), "goal": a.goal.text,
+           "path": [cand(c) for c in a.path], "recommended": cand(a.recommended),
+           "runner_up": cand(a.runner_up), "stopped_by": a.stopped_by, "notes": a.notes,
+           "confirmations": [{"candidate": cand(c), **dataclasses.asdict(v)}
+                             for c, v in measured],
+           "seconds": seconds}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / RECORD
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=True) + "\n")
+    tmp.replace(path)
+    return path
 
 
 def _pm(value: float, ci: float) -> str:

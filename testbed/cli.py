@@ -299,6 +299,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
     found = adv.advise(plan, goal, allowed)
     advice.print_model(out, found, time.perf_counter() - t0)
     if args.model_only:
+        if args.out:
+            advice.record(folder, s, found, [], time.perf_counter() - t0)
         return 0
     on_host = _on_lab_kernels(args)
     if not on_host:
@@ -313,9 +315,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
         finally:
             listener.stop()
 
-    verdict = advice.confirm(out, s, found, folder, measure, args.confirm)
-    out.print(f"advise took {(time.perf_counter() - t0) / 60:.1f} min", markup=False)
-    return 0 if verdict is not None else EXIT_FAILED
+    measured = advice.confirm(out, s, found, folder, measure, args.confirm)
+    took = time.perf_counter() - t0
+    advice.record(folder, s, found, measured, took)
+    out.print(f"advise took {took / 60:.1f} min", markup=False)
+    return 0 if measured and measured[-1][1].confirmed else EXIT_FAILED
 
 
 def _scratch() -> Path:

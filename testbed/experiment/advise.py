@@ -238,13 +238,67 @@ def options(rater: Rater, here: Candidate, allowed: tuple[str, ...]) -> list[Can
             if cand.model_MB_s > MIN_GAIN * here.model_MB_s:
                 out.append(cand)
                 break
+    if not any(c.tier < COPY_TIER for c in out):
+        out += pairs(rater, here, allowed)
     return out
+
+
+COPY_TIER = 2  # tiers from here on copy the data to the GPU site
+
+
+def pairs(rater: Rater, here: Candidate, allowed: tuple[str, ...]) -> list[Candidate]:
+    """Two knobs' next rungs together, for knobs that bind each other so that neither
+    raises the prediction alone (readers and prefetch: files in flight are at most
+    readers, and at most batch x prefetch samples): without these the walk would jump
+    to a copy at the GPU site while a loader setting still buys the distance back."""
+    changes, out = dict(here.changes), []
+    moves = [m for m in MOVES if m.knob in allowed and m.tier < COPY_TIER]
+    for i, a in enumerate(moves):
+        for b in moves[i + 1:]:
+            ra = next_rung(a, current(rater, changes, a.knob))
+            rb = next_rung(b, current(rater, changes, b.knob))
+            if ra is None or rb is None:
+                continue
+            trial = {**changes, a.knob: ra, b.knob: rb}
+            try:
+                point = rater.point_of(trial)
+            except SpecError:
+                continue
+            if rater.ceiling_MB_s(point) <= MIN_GAIN * here.model_MB_s:
+                continue
+            cand = rater.rate(trial, max(here.tier, a.tier, b.tier), point)
+            if cand.model_MB_s > MIN_GAIN * here.model_MB_s:
+                out.append(cand)
+    return out
+
+
+def prune(rater: Rater, cand: Candidate) -> Candidate:
+    """The candidate without the changes it does not need: a rung climbed early can be
+    made redundant by a later one (read-ahead raised before a cache was added); each
+    change whose removal (back to the start's value) still meets the goal is dropped."""
+    changes = dict(cand.changes)
+    for knob in [k for k, _ in cand.changes if k not in ("data_path", "cache_mib")]:
+        trial = {k: v for k, v in changes.items() if k != knob}
+        if rater.rate(trial, cand.tier).meets:
+            changes = trial
+    if changes == dict(cand.changes):
+        return cand
+    return rater.rate(changes, max((tier_of(k, v) for k, v in changes.items()), default=0))
+
+
+def tier_of(knob: str, value: Any) -> int:
+    """The cost tier of setting `knob` to `value` (cache_mib goes with the cache)."""
+    if knob == "cache_mib":
+        return COPY_TIER
+    return next(m.tier for m in MOVES if m.knob == knob and
+                (knob != "data_path" or value in m.rungs))
 
 
 def step(rater: Rater, here: Candidate, allowed: tuple[str, ...]) -> list[Candidate]:
     """The rungs that raise the prediction, best first: cheapest tier, then the
     largest rate (ties: fewer changes)."""
-    return sorted(options(rater, here, allowed), key=lambda c: (c.tier, not c.meets, -c.model_MB_s, len(c.changes)))
+    return sorted(options(rater, here, allowed),
+                  key=lambda c: (c.tier, not c.meets, -c.model_MB_s, len(c.changes)))
 
 
 def advise(plan: Plan, goal: Goal, allowed: tuple[str, ...] = DEFAULT_ALLOWED,
@@ -267,9 +321,17 @@ def advise(plan: Plan, goal: Goal, allowed: tuple[str, ...] = DEFAULT_ALLOWED,
         advice.path.append(here)
         if here.meets:
             advice.runner_up = next((c for c in ahead[1:] if c.meets), None)
+    if here.meets:
+        here = prune(rater, here)
+        if here.changes != advice.path[-1].changes:
+            advice.path.append(here)
     advice.recommended = here if here.meets else None
     if advice.recommended is not None and advice.runner_up is None:
         advice.runner_up = _runner_up(rater, here, allowed)
+    if advice.runner_up is not None:
+        advice.runner_up = prune(rater, advice.runner_up)
+        if advice.runner_up.changes == here.changes:
+            advice.runner_up = None
     advice.stopped_by = "" if here.meets else here.limited_by
     advice.notes += _line_note(rater)
     return advice

@@ -43,6 +43,27 @@ def test_eight_gpus_on_one_line_need_a_copy_or_say_the_fibre_stops_them(tmp_path
     assert "faster line" in adv.LIFTS[b.stopped_by]
 
 
+def test_knobs_that_bind_each_other_are_raised_together_before_a_copy(tmp_path):
+    # cosmoflow reads one file per step (batch 1): files in flight are at most readers
+    # and at most prefetch, so neither raises the prediction alone; a copy at the GPU
+    # site must not be recommended while both together buy the distance back.
+    a = adv.advise(plan_for(tmp_path, workload="cosmoflow-h100", distance_km=1000),
+                   adv.Goal("slowdown_pct", 1))
+    r = a.recommended
+    assert r is not None and r.tier < adv.COPY_TIER
+    assert dict(r.changes)["readers"] > 4 and dict(r.changes)["prefetch"] > 4
+
+
+def test_the_recommendation_keeps_only_the_changes_it_needs(tmp_path):
+    # at 60 km eight GPUs fill the line: read-ahead climbs on the way, the cache alone
+    # then meets the goal.
+    a = adv.advise(plan_for(tmp_path, distance_km=60, workers=8), adv.Goal("slowdown_pct", 1))
+    assert a.recommended is not None
+    assert {k for k, _ in a.recommended.changes} == {"data_path", "cache_mib"}
+    assert any("read_ahead_kb" in dict(c.changes) for c in a.path)
+    assert a.runner_up is not None and a.runner_up.changes == (("data_path", "staged"),)
+
+
 def test_an_au_goal_is_met_earlier_than_a_one_percent_slowdown(tmp_path):
     plan = plan_for(tmp_path)
     au = adv.advise(plan, adv.Goal("au_pct", 50))
