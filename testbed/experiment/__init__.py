@@ -48,9 +48,10 @@ if TYPE_CHECKING:
     from testbed.experiment.plan import Plan
     from testbed.experiment.runner import Listener, Outcome
 
-__all__ = ["DEMO_FILE", "REPO", "run_file", "run_plan"]
+__all__ = ["DEMO_FILE", "DLIO_FILE", "REPO", "run_file", "run_plan"]
 
 DEMO_FILE = EXPERIMENTS / "demo.toml"
+DLIO_FILE = EXPERIMENTS / "dlio.toml"
 
 
 def run_plan(plan: Plan, out: str | Path, resume: bool = False,

@@ -98,7 +98,12 @@ def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
     jobdir; what happened, for status.json. Raises SpecError as the host's run would."""
     path = jobdir / spec["experiment"]["name"]
     path.write_text(spec["experiment"]["text"], encoding="utf-8")
-    plan = plan_mod.load(path, spec["overrides"])
+    dlio_at = None
+    if spec.get("dlio"):  # the DLIO config the host read, as it read it
+        dlio_at = jobdir / "dlio" / spec["dlio"]["name"]
+        dlio_at.parent.mkdir(exist_ok=True)
+        dlio_at.write_text(spec["dlio"]["text"], encoding="utf-8")
+    plan = plan_mod.load(path, spec["overrides"], dlio_at)
     if spec.get("calibrate"):
         return {"calibrated_MB_s": dilation.calibrate()}
     if spec.get("capacity_MB_s"):

@@ -12,6 +12,7 @@ Layout of an experiment file (experiments/*.toml):
     [mounts.NAME] mount knobs            a profile the `mount` knob names
     [dataset] [workload] [server] [cache] [staging]   plain values of their knobs
     [workload]    preset = "unet3d-h100", scale = 0.01  MLPerf Storage defaults
+    [workload]    dlio = "unet3d_h100.yaml"   a DLIO workload config as it is
     [capture]     seconds, max_mib, keep_pcap, enabled  a packet capture per point
 
 KNOB is any row of testbed.experiment.dimensions, for fibre knobs optionally per link
@@ -21,6 +22,7 @@ naming the file, the table, the key, the value and what is allowed.
 
 from __future__ import annotations
 
+import logging
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -34,8 +36,10 @@ from testbed.experiment.dimensions import Key, did_you_mean, show
 from testbed.topology import fibres as topo_fibres
 from testbed.topology import load_topologies
 from testbed.topology import build as build_topology
+from testbed.workload import dlio
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
+log = logging.getLogger(__name__)
 TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
 TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
 CAPTURE_KEYS = ("enabled", "seconds", "max_mib", "keep_pcap")
@@ -98,6 +102,7 @@ class RawPlan:
     search: SearchSpec | None = None
     capture: CaptureOption | None = None
     overrides: dict[str, str] = field(default_factory=dict)
+    dlio: str = ""  # the DLIO workload config the workload came from (absolute path)
 
 
 class Where:
@@ -227,11 +232,71 @@ def _sections(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
         table = _table(cfg, section, where)
         known = dims.in_section(section)
         for k, v in table.items():
+            if section == "workload" and k == DLIO_KEY:
+                continue  # read after every plain value (_dlio_file)
             if k not in known:
                 raise where.at(section).error(k, v, "unknown key" + did_you_mean(
                     k, tuple(known)) + f"; known: {', '.join(known)}")
             raw.sections[Key(known[k])] = _value(Key(known[k]), v, raw, where.at(section),
                                                  written=k)
+
+
+DLIO_KEY = "dlio"
+
+
+def _dlio_path(value: Any, base: Path, where: Where) -> Path:
+    """A DLIO config's path as written (relative to `base`), checked to be text."""
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise where.error(DLIO_KEY, value, "the path of a DLIO workload YAML file")
+    path = Path(value)
+    return (path if path.is_absolute() else base / path).resolve()
+
+
+def _take_dlio(raw: RawPlan, path: Path, where: Where, fix: bool) -> None:
+    """A DLIO workload config's knob values into the plan: under the file's own
+    [dataset]/[workload] values (fix=False, the file names it), or over everything
+    (fix=True, --dlio on the command line replaces the file's workload). Its AU bar
+    unless au_bar is set. Refused with a workload preset beside it: one source each."""
+    preset = Key(dims.BY_NAME["workload"])
+    named = [t for t, layer in (("[workload] preset", raw.sections), ("[fixed]", raw.fixed),
+                                ("[sweep]", raw.sweep)) if preset in layer]
+    if fix:
+        for layer in (raw.sections, raw.fixed, raw.sweep):
+            layer.pop(preset, None)
+    elif named:
+        raise where.error(DLIO_KEY, str(path), f"the workload is also named by {named[0]}: "
+                          "keep one of them")
+    try:
+        job = dlio.load(path)
+    except SpecError as exc:
+        raise where.plain(str(exc)) from None
+    scale_key = Key(dims.BY_NAME["workload_scale"])
+    scale = raw.fixed.get(scale_key, raw.sections.get(scale_key, 1.0))
+    for name, value in job.knobs(scale).items():
+        key = Key(dims.BY_NAME[name])
+        written = f"{path.name}: {dlio.FIELD_OF_KNOB.get(name, name)} as {name}"
+        if fix:
+            raw.fixed[key] = _value(key, value, raw, where, written=written)
+            raw.sweep.pop(key, None)
+        elif key not in raw.sections:
+            raw.sections[key] = _value(key, value, raw, where, written=written)
+    if raw.au_bar is None or fix:
+        raw.au_bar = job.au_bar
+    raw.dlio = str(path)
+    note = dlio.warning(job)
+    if note:
+        log.warning(note)
+
+
+def _dlio_file(cfg: dict[str, Any], raw: RawPlan, where: Where,
+               dlio_at: Path | None) -> None:
+    """[workload] dlio = "FILE.yaml" (relative to the experiment file's folder; a lab
+    kernel's job reads the copy it was sent, `dlio_at`)."""
+    table = _table(cfg, "workload", where)
+    if DLIO_KEY in table:
+        w = where.at("workload")
+        path = _dlio_path(table[DLIO_KEY], where.path.parent, w)
+        _take_dlio(raw, dlio_at or path, w, fix=False)
 
 
 def _mounts(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
@@ -339,11 +404,16 @@ def _capture(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
         raw.capture = CaptureOption(**values)
 
 
-def apply_overrides(raw: RawPlan, overrides: dict[str, str]) -> None:
+def apply_overrides(raw: RawPlan, overrides: dict[str, str],
+                    dlio_at: Path | None = None) -> None:
     """-p KEY=VALUE from the command line: fixes a knob (replacing its sweep), or sets
     repetitions / au_bar. Values are parsed as text (ASCII numbers, true/false, rates)."""
     where = Where(Path("-p"))
     for text, value in overrides.items():
+        if text == DLIO_KEY:  # --dlio FILE: paths relative to where the command runs
+            w = Where(Path("--dlio"))
+            _take_dlio(raw, dlio_at or _dlio_path(value, Path.cwd(), w), w, fix=True)
+            continue
         if text in ("repetitions", "au_bar"):
             setattr(raw, text, _checked(FILE_SETTINGS[text], value, where, text, text=True))
             continue
@@ -355,8 +425,11 @@ def apply_overrides(raw: RawPlan, overrides: dict[str, str]) -> None:
         raw.sweep.pop(key, None)
 
 
-def parse(path: str | Path, overrides: dict[str, str] | None = None) -> RawPlan:
-    """Read and check an experiment file (and -p overrides); SpecError on any problem."""
+def parse(path: str | Path, overrides: dict[str, str] | None = None,
+          dlio_at: Path | None = None) -> RawPlan:
+    """Read and check an experiment file (and -p overrides); SpecError on any problem.
+    `dlio_at`: where the DLIO config the file or --dlio names was copied to (a job in a
+    lab kernel, which gets its text, not its path)."""
     p = Path(path)
     cfg = read_toml(p)
     where = Where(p)
@@ -367,8 +440,10 @@ def parse(path: str | Path, overrides: dict[str, str] | None = None) -> RawPlan:
     _sections(cfg, raw, where)
     _fixed(cfg, raw, where)
     _sweep(cfg, raw, where)
+    if DLIO_KEY not in (overrides or {}):  # --dlio replaces the file's
+        _dlio_file(cfg, raw, where, dlio_at)
     _search(cfg, raw, where)
     _capture(cfg, raw, where)
-    apply_overrides(raw, overrides or {})
+    apply_overrides(raw, overrides or {}, dlio_at)
     raw.overrides = dict(overrides or {})
     return raw

@@ -433,10 +433,12 @@ def _check_search(raw: RawPlan, resolver: Resolver, fixed: dict[Key, Any],
             resolver.point({**fixed, **setting, s.key: v}, id_keys)
 
 
-def load(path: str | Path, overrides: dict[str, str] | None = None) -> Plan:
+def load(path: str | Path, overrides: dict[str, str] | None = None,
+         dlio_at: Path | None = None) -> Plan:
     """Read, check and resolve an experiment file into a Plan; SpecError (one line: the
-    file, the table or point, the key, the value, what is allowed) on any problem."""
-    raw = parse(path, overrides)
+    file, the table or point, the key, the value, what is allowed) on any problem.
+    `dlio_at`: a job's copy of the DLIO config the plan names (parse)."""
+    raw = parse(path, overrides, dlio_at)
     resolver = Resolver(raw)
     fixed = {**_implicit(raw, resolver), **raw.fixed}
     id_keys = _id_keys(raw, fixed)

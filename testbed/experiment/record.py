@@ -103,6 +103,7 @@ def meta_of(plan: Plan) -> dict[str, Any]:
     time scales as resolved: for "auto", the calibration and every point's k)."""
     return {
         "experiment": plan.name, "file": str(plan.path), "topology": plan.topology,
+        "dlio": plan.resolver.raw.dlio or None,
         "description": plan.description, "repetitions": plan.repetitions,
         "au_bar": plan.au_bar, "environment": results.environment(),
         "search": None if plan.search is None else {

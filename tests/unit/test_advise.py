@@ -86,7 +86,8 @@ def test_unknown_knobs_are_refused(tmp_path):
 
 def test_experiment_text_loads_and_holds_the_changes(tmp_path):
     s = adv.Scenario("resnet50-h100", 1000, workers=2, repetitions=4)
-    changes = (("read_ahead_kb", 4096), ("readers", 16), ("data_path", "cache"))
+    changes = (("read_ahead_kb", 4096), ("readers", 16), ("data_path", "cache"),
+               ("cache_mib", 4096))
     f = tmp_path / "c.toml"
     f.write_text(adv.experiment_text(s, changes, "c"))
     plan = plan_mod.load(f)
