@@ -129,11 +129,25 @@ def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_
                       window_share=model.window_share(platform.release()),
                       clock_scale=point.time_scale)
     sample = point.dataset.sample_bytes(wl.access)
-    reading = model.Reading(readers=min(wl.readers, wl.prefetch * wl.batch),
-                            sample_bytes=sample, read_bytes=wl.read_kib << 10,
+    reads, read_bytes = reads_per_batch(point)
+    reading = model.Reading(readers=min(wl.readers, wl.prefetch * reads),
+                            sample_bytes=read_bytes, read_bytes=wl.read_kib << 10,
                             rsize=m.rsize, ra_bytes=ra_kb << 10)
     demand = wl.batch * sample / (wl.compute_ms / 1000.0) if wl.compute_ms > 0 else math.inf
     return path, reading, demand
+
+
+def reads_per_batch(point: Point) -> tuple[int, int]:
+    """How the loader reads a batch: how many reads (each one open and a sequential
+    read) of how many bytes. A sample is a read, except records read in order: the
+    loader interleaves `readers` files and reads each file's records of a batch as one
+    run (testbed.workload.loader.coalesce)."""
+    wl, ds = point.workload, point.dataset
+    sample = ds.sample_bytes(wl.access)
+    if wl.access != "record" or wl.shuffle:
+        return wl.batch, sample
+    runs = max(1, min(wl.batch, wl.readers, ds.files))
+    return runs, math.ceil(wl.batch / runs) * sample
 
 
 def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,

@@ -40,7 +40,7 @@ from typing import Iterator
 from testbed import schema
 from testbed.errors import SpecError, WorkloadError
 from testbed.schema import ACCESS, READER_KINDS
-from testbed.workload.dataset import Sample, samples_of
+from testbed.workload.dataset import RECORD_HEADER, Sample, samples_of
 from testbed.workload.together import Together
 from testbed.workload.window import (WINDOW_ROWS, Step, Window, WindowSpec, au_ci, batches,
                                      mean_ci)
@@ -157,20 +157,64 @@ def die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
-def _batches(samples: list[Sample], spec: WorkloadSpec) -> Iterator[list[Sample]]:
-    """Batches for ever: epoch after epoch, each reshuffled (if shuffle)."""
-    rng = random.Random(spec.seed)
+Batch = tuple[list[Sample], int]  # the reads of one step, and how many samples they hold
 
-    def stream() -> Iterator[Sample]:
-        while True:
-            epoch = list(samples)
-            if spec.shuffle:
-                rng.shuffle(epoch)
-            yield from epoch
 
-    it = stream()
+def _stream(samples: list[Sample], spec: WorkloadSpec, rng: random.Random) -> Iterator[Sample]:
+    """The samples in the order the loader asks for them, epoch after epoch: shuffled
+    each epoch (if shuffle); records read in order are interleaved over `readers` files
+    at a time, one record from each in turn, as tf.data's interleave (DLIO's TFRecord
+    reader with read_threads) reads record files: each file sequentially."""
+    by_file: dict[str, list[Sample]] = {}
+    for smp in samples:
+        by_file.setdefault(smp[0], []).append(smp)
+    interleave = spec.access == "record" and not spec.shuffle
     while True:
-        yield list(itertools.islice(it, spec.batch))
+        epoch = list(samples)
+        if spec.shuffle:
+            rng.shuffle(epoch)
+            yield from epoch
+        elif not interleave:
+            yield from epoch
+        else:
+            queue = collections.deque(by_file.values())
+            active = [iter(queue.popleft()) for _ in range(min(spec.readers, len(queue)))]
+            while active:
+                for it in list(active):
+                    smp = next(it, None)
+                    if smp is None:
+                        active.remove(it)
+                        if queue:
+                            active.append(iter(queue.popleft()))
+                        continue
+                    yield smp
+
+
+def coalesce(batch: list[Sample]) -> list[Sample]:
+    """A batch's records of one file that follow one another, read as one run (one open,
+    one sequential read through the records and their headers): how a record file is
+    read when it is read in order. Other samples are read as they are."""
+    runs: list[Sample] = []
+    for path, offset, length in batch:
+        if length >= 0 and runs and runs[-1][0] == path and runs[-1][2] >= 0 \
+                and 0 <= offset - (runs[-1][1] + runs[-1][2]) <= RECORD_GAP:
+            prev = runs.pop()
+            runs.append((path, prev[1], offset + length - prev[1]))
+        else:
+            runs.append((path, offset, length))
+    return runs
+
+
+RECORD_GAP = RECORD_HEADER.size  # bytes between one record's payload and the next
+
+
+def _batches(samples: list[Sample], spec: WorkloadSpec) -> Iterator[Batch]:
+    """Batches for ever (see _stream), each as its reads (coalesce) and its sample count."""
+    it = _stream(samples, spec, random.Random(spec.seed))
+    while True:
+        batch = list(itertools.islice(it, spec.batch))
+        reads = sorted(batch, key=lambda smp: (smp[0], smp[1])) if not spec.shuffle else batch
+        yield coalesce(reads), len(batch)
 
 
 def _pool(spec: WorkloadSpec) -> Executor:
@@ -201,8 +245,8 @@ def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
         batch_iter = _batches(samples_of(files, spec.access), spec)
         read = functools.partial(read_sample, read_bytes=spec.read_kib << 10)
         pool = _pool(spec)
-        pending: collections.deque[list[Future[int]]] = collections.deque(
-            [pool.submit(read, s) for s in next(batch_iter)] for _ in range(spec.prefetch))
+        pending: collections.deque[tuple[list[Future[int]], int]] = collections.deque(
+            _submit(pool, read, next(batch_iter)) for _ in range(spec.prefetch))
         t0 = together.t0 if together is not None else time.perf_counter()
         try:
             for i in itertools.count():
@@ -225,31 +269,39 @@ def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
     return run
 
 
+def _submit(pool: Executor, read: functools.partial[int],
+            batch: Batch) -> tuple[list[Future[int]], int]:
+    """A batch's reads handed to the readers, with its sample count."""
+    reads, samples = batch
+    return [pool.submit(read, smp) for smp in reads], samples
+
+
 def _step(i: int, t0: float, pool: Executor, read: functools.partial[int],
-          pending: collections.deque[list[Future[int]]], batch_iter: Iterator[list[Sample]],
+          pending: collections.deque[tuple[list[Future[int]], int]],
+          batch_iter: Iterator[Batch],
           spec: WorkloadSpec, time_scale: float, run: LoaderRun) -> Step | None:
     """One training step: wait for the oldest requested batch (the stall), request the
     next, compute (sleep). None, with run.error set, when the batch could not be read."""
     start = time.perf_counter()
     try:
-        futures = pending.popleft()
+        futures, samples = pending.popleft()
         nbytes = sum(f.result(timeout=READ_TIMEOUT_S * time_scale) for f in futures)
     except (OSError, FutureTimeout) as exc:
         run.error = f"{type(exc).__name__}: {exc}" if str(exc) else \
             f"a batch was not read within {READ_TIMEOUT_S * time_scale:g} s"
         return None
     wait = time.perf_counter() - start
-    pending.append([pool.submit(read, s) for s in next(batch_iter)])
+    pending.append(_submit(pool, read, next(batch_iter)))
     t1 = time.perf_counter()
     time.sleep(spec.compute_ms * time_scale / 1000.0)  # the emulated accelerator
-    return Step(i, start - t0, wait, time.perf_counter() - t1, nbytes, len(futures))
+    return Step(i, start - t0, wait, time.perf_counter() - t1, nbytes, samples)
 
 
-def _drain(pool: Executor, pending: collections.deque[list[Future[int]]],
+def _drain(pool: Executor, pending: collections.deque[tuple[list[Future[int]], int]],
            timeout_s: float) -> None:
     """Cancel the reads not started and wait (bounded) for those under way, so that no
     read of this run overlaps the teardown or the next point."""
-    futures = [f for batch in pending for f in batch]
+    futures = [f for batch, _ in pending for f in batch]
     for f in futures:
         f.cancel()
     wait([f for f in futures if not f.cancelled()], timeout=timeout_s)

@@ -29,6 +29,7 @@ mount = "m"
 [dataset]
 files = {files}
 file_kib = {file_kib}
+{dataset_extra}
 [workload]
 batch = {batch}
 compute_ms = {compute_ms}
@@ -39,10 +40,12 @@ measure_s = {measure_s}
 measure_max_s = 8
 warmup_max_s = 3
 min_steps = 6
+{workload_extra}
 """
 
 COMMON = dict(rate="1gbit", km=3000, mount="tcp_buffer_mib = 64", files=8, file_kib=4096,
-              batch=1, compute_ms=10, readers=1, prefetch=1, read_kib=1024, measure_s=3)
+              batch=1, compute_ms=10, readers=1, prefetch=1, read_kib=1024, measure_s=3,
+              dataset_extra="", workload_extra="")
 
 # NFS reads through 1-8 MiB of TCP buffer at 3,000 km read 0.66-0.77 of the window term
 # (buffer x 0.95 / RTT) in this lab, on the host's clock and on the virtual clock alike,
@@ -69,6 +72,14 @@ CASES = [
     # 16 KiB files read whole: one round trip to OPEN each, one to READ it
     pytest.param(dict(files=64, file_kib=16, read_kib=16, compute_ms=20), "latency",
                  id="per-file-open"),
+    # records read in order (as MLPerf's resnet50 reads its 1,251-record files): four
+    # files interleaved, each batch's records of a file read as one 1 MiB run, one open
+    # and the kernel's 128 KiB read-ahead each
+    pytest.param(dict(files=8, file_kib=8192, batch=16, readers=4, prefetch=1,
+                      compute_ms=20, mount="tcp_buffer_mib = 64\nread_ahead_kb = 128",
+                      dataset_extra='format = "record"\nrecords_per_file = 64',
+                      workload_extra='access = "record"\nshuffle = false'),
+                 "latency", id="record-runs"),
 ]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from testbed import workload
+from testbed.workload import loader as loader_mod
 from testbed.errors import SpecError, WorkloadError
 from testbed.workload import Step, Window, WindowSpec
 from testbed.workload.window import au, au_ci, batches
@@ -143,7 +144,21 @@ def test_record_level_access_reads_every_record(tmp_path, kind):
                                  warmup_max_s=0.5, min_steps=3)
     run = workload.run_loader(tmp_path, spec)
     assert run.error is None
-    assert all(s.bytes == 4 * 20_000 for s in run.steps)
+    # records read in order are read as runs: their length headers cross too
+    assert all(4 * 20_000 <= s.bytes <= 4 * 20_008 and s.samples == 4 for s in run.steps)
+
+
+def test_records_in_order_are_interleaved_over_readers_files_and_read_in_runs(tmp_path):
+    workload.generate(tmp_path, 4, 80_000, "record", records_per_file=8)
+    samples = workload.samples_of(sorted(tmp_path.glob("sample_*")), "record")
+    spec = workload.WorkloadSpec(batch=8, access="record", shuffle=False, readers=2)
+    reads, n = next(loader_mod._batches(samples, spec))
+    # two files at a time, one record of each in turn: 4 records of each, one run each
+    assert n == 8 and len(reads) == 2 and len({path for path, _, _ in reads}) == 2
+    assert all(length == 4 * 10_000 + 3 * 8 for _, _, length in reads)
+    shuffled = workload.WorkloadSpec(batch=8, access="record", shuffle=True, readers=2)
+    reads, n = next(loader_mod._batches(samples, shuffled))
+    assert n == 8 and len(reads) >= 4  # shuffled records are read one by one (mostly)
 
 
 def test_record_access_on_raw_files_is_a_clear_error(tmp_path):
