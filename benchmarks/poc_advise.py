@@ -4,17 +4,18 @@
     sudo LAB_MEM=4G .venv/bin/python benchmarks/poc_advise.py [--out DIR]
         [--workloads W,...] [--distances KM,...] [--gpus N,...] [--confirm-gpus N,...]
         [--rate R] [--slowdown-pct G] [--repetitions N] [--parallel N] [--model-only]
-    .venv/bin/python benchmarks/poc_advise.py --report DIR     # the table only
+    .venv/bin/testbed report DIR --markdown                   # the table, at any time
 
 For each workload x distance x GPUs per site it runs `testbed advise` into
 DIR/WORKLOAD-Dkm-Ngpu/ (the cheapest setting that keeps the slowdown within the goal,
 confirmed in emulation where the cell's GPU count is in --confirm-gpus, the model's
 answer elsewhere) and prints one markdown table over the cells' advice.json files, then
 
-    POC_ADVISE cells=<n> confirmed=<n> model_only=<n> not_confirmed=<n> wall_min=<x>
+    POC_ADVISE cells=<n> confirmed=<n> not_confirmed=<n> model_only=<n> wall_min=<x>
 
 A cell whose advice.json already holds its answer is not run again: after a crash, run
-the same command to finish the grid. --report prints the table of a folder as it is.
+the same command to finish the grid. `testbed report DIR --markdown` prints the table of
+a folder as it is (testbed.experiment.advice_grid), which is how docs/ regenerate it.
 Defaults: unet3d, resnet50, cosmoflow (h100) and llm7b over 100 Gbit/s at 60, 1,000 and
 3,000 km, 1 and 8 GPUs per site, slowdown <= 1 %, 3 repetitions per confirmed point.
 """
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import common
+
+from testbed.experiment import advice_grid  # noqa: E402
 
 RECORD = "advice.json"
 
@@ -64,59 +67,9 @@ def run_cell(args: argparse.Namespace, workload: str, km: float, gpus: int,
     common.run_testbed(cmd)
 
 
-def _pm(v: float, ci: float) -> str:
-    """v +- ci, or v alone when the interval is unknown."""
-    if not math.isfinite(v):
-        return "-"
-    return f"{v:.2f} ± {ci:.2f}" if math.isfinite(ci) else f"{v:.2f}"
-
-
-def _rate(mb_s: float) -> str:
-    """A rate in MB/s, readable from KB/s streams to GB/s reads."""
-    return f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.3g}"
-
-
-def row(doc: dict[str, Any]) -> dict[str, str]:
-    """One cell's line: the setting, the model's figure, and the confirmation's."""
-    s, rec = doc["scenario"], doc["recommended"]
-    last = doc["confirmations"][-1] if doc["confirmations"] else None
-    shown = last["candidate"] if last else rec
-    if shown is None:
-        setting = f"none: stopped by {doc['stopped_by']}"
-        model = "-"
-    else:
-        setting = shown["setting"].replace("_", "\\_")
-        model = f"{_rate(shown['model_MB_s'])} ({shown['limited_by']})"
-    if last is None:
-        verdict, au, sd, mbs = "model only", "-", "-", "-"
-    else:
-        verdict = "confirmed" if last["confirmed"] else "not confirmed"
-        au = _pm(last["au_pct"], last["au_ci"])
-        sd = _pm(last["slowdown_pct"], last["slowdown_ci"])
-        mbs = f"{_rate(last['throughput_MB_s'])} ({last['limited_by']})"
-    return {"workload": s["workload"], "GPUs": str(s["workers"]),
-            "km": f"{s['distance_km']:,.0f}", "cheapest setting within the goal": setting,
-            "model MB/s (limit)": model, "measured MB/s (limit)": mbs, "AU %": au,
-            "slowdown %": sd, "verdict": verdict, "min": f"{doc['seconds'] / 60:.1f}"}
-
-
 def table(out: Path) -> tuple[str, dict[str, float]]:
     """The markdown table over a folder's cells, and the counts for the closing line."""
-    docs = [json.loads(p.read_text()) for p in sorted(out.glob(f"*/{RECORD}"))]
-    docs.sort(key=lambda d: (d["scenario"]["workload"], d["scenario"]["workers"],
-                             d["scenario"]["distance_km"]))
-    rows = [row(d) for d in docs]
-    if not rows:
-        return f"(no {RECORD} under {out})", {"cells": 0}
-    head = list(rows[0])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r[h] for h in head) + " |" for r in rows]
-    counts = {"cells": len(rows),
-              "confirmed": sum(r["verdict"] == "confirmed" for r in rows),
-              "model_only": sum(r["verdict"] == "model only" for r in rows),
-              "not_confirmed": sum(r["verdict"] == "not confirmed" for r in rows),
-              "wall_min": sum(d["seconds"] for d in docs) / 60}
-    return "\n".join(lines), counts
+    return "\n".join(advice_grid.table(out)), advice_grid.counts(out)
 
 
 def _list(kind: type, text: str) -> list[Any]:
@@ -138,12 +91,7 @@ def main() -> int:
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--model-only", action="store_true", help="no cell is confirmed")
-    ap.add_argument("--report", type=Path, default=None, help="print a folder's table only")
     args = ap.parse_args()
-    if args.report is not None:
-        text, _ = table(args.report)
-        print(text)
-        return 0
     args.out = args.out.resolve()
     confirm_gpus = set() if args.model_only else set(_list(int, args.confirm_gpus))
     t0 = time.monotonic()

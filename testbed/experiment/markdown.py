@@ -20,7 +20,7 @@ from typing import Any, cast
 import pandas as pd
 
 from testbed.errors import ResultsError, SpecError
-from testbed.experiment import report
+from testbed.experiment import advice_grid, report
 from testbed.experiment.plan import Plan, format_value
 
 METRICS = ("RTT ms", "MB/s", "AU % (95 % CI)", "slowdown %", "model MB/s", "limited by")
@@ -156,9 +156,12 @@ def provenance(folder: Folder, command: str) -> str:
 
 
 def render(path: Path, command: str | None = None) -> str:
-    """The whole markdown of a results folder: table, search lines, provenance."""
-    folder = load(path)
+    """The whole markdown of a results folder: table, search lines, provenance (or of
+    a folder of advise answers: advice_grid)."""
     command = command or f"testbed report {path} --markdown"
+    if advice_grid.is_grid(path):
+        return advice_grid.render(path, command, _kernel)
+    folder = load(path)
     lines = table(folder)
     if folder.search:
         lines += ["", "```"] + folder.search + ["```"]

@@ -1,0 +1,37 @@
+"""A folder of advise answers (advice.json per cell) tabled by `testbed report`: the
+record advise writes, read back into one row per cell with its verdict."""
+
+import json
+
+from testbed import advice, cli
+from testbed.experiment import advice_grid
+from testbed.experiment import advise as adv
+from testbed.experiment import plan as plan_mod
+
+
+def answer(tmp_path, name, **kw):
+    s = adv.Scenario(**{"workload": "unet3d-h100", "distance_km": 3000, **kw})
+    f = tmp_path / f"{name}.toml"
+    f.write_text(adv.experiment_text(s))
+    a = adv.advise(plan_mod.load(f), adv.Goal("slowdown_pct", 1))
+    return s, a
+
+
+def test_a_grid_of_answers_is_one_table_with_verdicts(tmp_path, capsys):
+    s, a = answer(tmp_path, "a")
+    advice.record(tmp_path / "grid" / "unet3d-3000km-1gpu", s, a, [], 0.5)
+    v = adv.Verdict(99.9, 0.1, 0.1, 0.2, 3170.0, 3177.0, "compute", 3, True, "ok")
+    s8, a8 = answer(tmp_path, "b", workers=8)
+    advice.record(tmp_path / "grid" / "unet3d-3000km-8gpu", s8, a8,
+                  [(a8.recommended, v)], 600.0)
+    doc = json.loads((tmp_path / "grid" / "unet3d-3000km-8gpu" / "advice.json").read_text())
+    assert doc["recommended"]["changes"]["data_path"] == "cache"
+    assert doc["confirmations"][0]["confirmed"] is True
+    assert advice_grid.is_grid(tmp_path / "grid")
+    lines = advice_grid.table(tmp_path / "grid")
+    assert len(lines) == 4 and "model only" in lines[2] and "confirmed" in lines[3]
+    assert "99.90 ± 0.10" in lines[3] and "data\\_path=cache" in lines[3]
+    assert advice_grid.counts(tmp_path / "grid")["confirmed"] == 1
+    assert cli.main(["report", str(tmp_path / "grid"), "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "2 cells, 1 confirmed" in out and "10 min of wall time" in out
