@@ -185,7 +185,11 @@ def parse_params(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise SpecError(f"parameter {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if out.get(key, value) != value:
+            raise SpecError(f"parameter {key!r}: given twice, as {out[key]!r} and {value!r}:"
+                            " give it once")
+        out[key] = value
     return out
 
 

@@ -23,6 +23,7 @@ naming the file, the table, the key, the value and what is allowed.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from typing import Any
 from testbed.errors import SpecError
 from testbed.schema import FILE_SETTINGS, FLOAT_TEXT_RE, Dimension, tolerance_row
 from testbed.experiment import dimensions as dims
-from testbed.experiment.dimensions import Key, did_you_mean, show
+from testbed.experiment.dimensions import Key, did_you_mean, number, show
 from testbed.topology import fibres as topo_fibres
 from testbed.topology import load_topologies
 from testbed.topology import build as build_topology
@@ -45,6 +46,9 @@ TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
 CAPTURE_KEYS = ("enabled", "seconds", "max_mib", "keep_pcap")
 MAX_SWEEP_VALUES = 1000
 METRICS = ("au_pct", "slowdown_pct", "throughput_MB_s", "samples_per_s")
+# The values a metric can take: a target outside them can never be met (or always is).
+METRIC_RANGE = {"au_pct": (0.0, 100.0), "slowdown_pct": (-100.0, math.inf),
+                "throughput_MB_s": (0.0, math.inf), "samples_per_s": (0.0, math.inf)}
 OPS = (">=", "<=", ">", "<")
 TARGET_RE = re.compile(r"\s*([A-Za-z_]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*\Z", re.ASCII)
 
@@ -130,9 +134,13 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """The file's TOML as a dict; SpecError for a missing, unreadable, non-UTF-8 or
     malformed file."""
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"experiment file {p} not found")
     try:
+        if p.is_dir():
+            raise SpecError(f"experiment file {p}: is a directory, not a TOML file")
+        if p.exists() and not p.is_file():
+            raise SpecError(f"experiment file {p}: not a regular file (a FIFO or device)")
+        if not p.is_file():
+            raise SpecError(f"experiment file {p} not found")
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(f"{p}: not UTF-8 text (byte {exc.start}): experiment files are TOML")
@@ -142,6 +150,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{p}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{p}: arrays or tables nested too deeply to be an experiment "
+                        "file") from None
 
 
 def _table(cfg: dict[str, Any], name: str, where: Where) -> dict[str, Any]:
@@ -340,7 +351,8 @@ def _sweep(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
         if key in raw.fixed:
             raise w.error(k, v, "also given in [fixed]: a knob is either fixed or swept")
         parsed = [_value(key, x, raw, w) for x in values]
-        if len(set(map(repr, parsed))) != len(parsed):
+        same = [x if isinstance(x, (int, float, str)) else repr(x) for x in parsed]
+        if len(set(same)) != len(same):  # 0.0 and -0.0, 1 and 1.0 are one value
             raise w.error(k, v, "a value is listed twice")
         raw.sweep[key] = parsed
 
@@ -352,6 +364,10 @@ def _target(text: Any, where: Where) -> tuple[str, str, float]:
             or not float(m.group(3)) < float("inf") or not float(m.group(3)) > -float("inf"):
         raise where.error("target", text, f"like \"au_pct >= 90\" with a finite number; "
                           f"metrics: {', '.join(METRICS)}; operators: {' '.join(OPS)}")
+    lo, hi = METRIC_RANGE[m.group(1)]
+    if not lo < float(m.group(3)) < hi:
+        raise where.error("target", text, f"{m.group(1)} lies between {number(lo)} and "
+                          f"{number(hi)}: a target at or beyond that is met always or never")
     return m.group(1), m.group(2), float(m.group(3))
 
 
@@ -418,10 +434,12 @@ def apply_overrides(raw: RawPlan, overrides: dict[str, str],
             setattr(raw, text, _checked(FILE_SETTINGS[text], value, where, text, text=True))
             continue
         key = _key(text, raw, where)
+        checked = _value(key, value, raw, where, text=True, written=text)
         if raw.search is not None and raw.search.key == key:
-            raise where.error(text, value, "this knob is searched by [search]; remove "
-                              "the [search] table to fix it")
-        raw.fixed[key] = _value(key, value, raw, where, text=True)
+            raise where.error(text, value, f"{raw.path.name} searches this knob ([search]):"
+                              " it cannot be fixed; fix another, or run a copy of the file "
+                              "without its [search] table")
+        raw.fixed[key] = checked
         raw.sweep.pop(key, None)
 
 
@@ -446,4 +464,7 @@ def parse(path: str | Path, overrides: dict[str, str] | None = None,
     _capture(cfg, raw, where)
     apply_overrides(raw, overrides or {}, dlio_at)
     raw.overrides = dict(overrides or {})
+    if not any(t in cfg for t in TABLES):  # checked last: any other error first
+        raise where.plain("nothing to measure: the file has no table ([fixed], [sweep], "
+                          "[workload], ...); an empty file would run every default")
     return raw

@@ -227,7 +227,7 @@ def test_timer_knob_is_on_by_default_and_check_names_it_when_dilated(tmp_path, k
     from testbed.experiment import estimate
     plan = load(tmp_path, f"[sweep]\n{knob} = [true, false]\n")
     assert [getattr(p, knob) for p in plan.points if not p.is_baseline] == [True, False]
-    assert getattr(load(tmp_path, "").points[0], knob) is True
+    assert getattr(load(tmp_path, "[fixed]\nworkers = 1\n").points[0], knob) is True
     lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\n"
                            f"[sweep]\n{knob} = [true, false]\n")
     far = [p for p in lossy.points if not p.is_baseline]

@@ -52,7 +52,7 @@ def test_tcp_buffers_cover_twice_the_bdp():
 
 
 @pytest.mark.parametrize("text,mbit", [("10gbit", 10_000), ("200mbit", 200), ("1.5gbit", 1500),
-                                       ("500kbit", 0.5), (100, 100), ("100", 100)])
+                                       ("1500kbit", 1.5), (100, 100), ("100", 100)])
 def test_parse_rate(text, mbit):
     assert parse_rate(text) == pytest.approx(mbit)
 
