@@ -2,6 +2,8 @@
 where those are missing: run them in the lab kernel (`lab/run .venv/bin/pytest -m system`)."""
 
 import os
+import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,3 +105,19 @@ def lab_kind() -> str:
 def tol() -> Tolerances:
     kind = lab_kind()
     return Tolerances(kind, **(EMULATED if kind == "emulated" else DIRECT))
+
+
+NETEM_SEED_LINUX = (6, 3)  # TCA_NETEM_PRNG_SEED: netem takes and dumps a seed from 6.3
+
+
+def kernel_at_least(version: tuple[int, int]) -> bool:
+    """Whether the running kernel is this version or newer (uname's release): a test may
+    skip a feature only on kernels older than it, and must assert it everywhere else."""
+    m = re.match(r"(\d+)\.(\d+)", platform.release())
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= version
+
+
+@pytest.fixture
+def kernel_keeps_netem_seed() -> bool:
+    """Whether this kernel takes and dumps netem's seed (Linux >= 6.3)."""
+    return kernel_at_least(NETEM_SEED_LINUX)

@@ -99,7 +99,7 @@ def test_loss_within_binomial_interval(make_net):
     assert lo <= 0.02 <= hi, (sent, received)
 
 
-def test_loss_seed_drops_the_same_datagrams_again(make_net):
+def test_loss_seed_drops_the_same_datagrams_again(make_net, kernel_keeps_netem_seed):
     """A seeded netem drops the same datagrams each time it is given that seed (the
     points a run compares meet the same losses), another seed drops others, and the
     kernel reports the seed back for each direction. The draws follow the packets netem
@@ -119,9 +119,10 @@ def test_loss_seed_drops_the_same_datagrams_again(make_net):
         gaps = [[y - x for x, y in zip(sorted(s), sorted(s)[1:])] for s in (a, b)]
         return difflib.SequenceMatcher(None, *gaps, autojunk=False).ratio()
 
-    first = lost(11)
-    if net.read_fibre("srv", "s1")[0].seed is None:
+    if not kernel_keeps_netem_seed:
         pytest.skip("this kernel keeps no netem seed (TCA_NETEM_PRNG_SEED: Linux >= 6.3)")
+    first = lost(11)
+    assert net.read_fibre("srv", "s1")[0].seed is not None, "the kernel lost netem's seed"
     other, again = lost(12), lost(11)
     assert 50 < len(first) < 200, len(first)
     assert common(first, again) >= 0.8 and common(first, other) <= 0.3, \

@@ -64,10 +64,17 @@ def test_help_of_every_command(args):
 
 
 def test_every_command_has_help_listed():
+    import argparse
+    import re
     from testbed.cli import build_parser
-    text = build_parser().format_help()
-    for cmd in ("topo", "up", "clean", "run", "demo", "probe", "analyse"):
-        assert cmd in text
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands = {"topo", "knobs", "up", "clean", "run", "demo", "advise", "probe", "analyse",
+                "report", "docs"}
+    assert commands <= set(sub.choices), commands - set(sub.choices)
+    text = parser.format_help()
+    for cmd in sorted(sub.choices):  # each on a line of its own, with its help text
+        assert re.search(rf"^\s+{cmd}\s+\S", text, re.M), cmd
 
 
 def test_run_check_of_every_shipped_experiment():
