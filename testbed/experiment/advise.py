@@ -475,6 +475,9 @@ def judge(goal: Goal, summary: Any) -> Verdict:
                          "measure longer (--repetitions)"
     else:
         ok, why = False, "the goal is missed"
+        if limited == "compute":  # the model said the demand is met; the reads say not
+            why += (f" where the model expected the compute to bind ({measured:.0f} of "
+                    f"{modelled:.0f} MB/s): a limit the model does not name")
     if off > 0.15 and limited != "emulator":
         why += f"; measured {measured:.0f} MB/s, {100 * off:.0f} % off the model's " \
                f"{modelled:.0f}: a limit the model does not name"

@@ -120,6 +120,9 @@ def test_judge_needs_the_interval_inside_the_goal():
     assert not v.confirmed and "emulator" in v.why
     v = adv.judge(adv.Goal("au_pct", 90), summary(80, 1, 20, 1, "latency", 2000.0))
     assert not v.confirmed and "does not name" in v.why
+    # within 15 % of the model, but the model said compute-bound: named too
+    v = adv.judge(goal, summary(89.3, 0.9, 9.9, 1.1, "compute", 707.0, 808.0))
+    assert not v.confirmed and "expected the compute to bind" in v.why
 
 
 def test_the_command_answers_from_the_model(capsys):
