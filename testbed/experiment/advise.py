@@ -28,7 +28,9 @@ from testbed.errors import SpecError
 from testbed.experiment import explain
 from testbed.experiment.dimensions import BY_NAME, Key
 from testbed.experiment.plan import Plan, Point, cache_need_mib, format_value
+from testbed.schema import default
 from testbed.topology import worker_hosts
+from testbed.workload.presets import knob_values
 
 
 @dataclass(frozen=True)
@@ -162,9 +164,14 @@ class Rater:
         self.worker = worker_hosts(self.topo)[0]
 
     def point_of(self, changes: dict[str, Any]) -> Point:
-        """The far point with `changes` (knob name -> value) applied."""
+        """The far point with `changes` (knob name -> value) applied, its dataset as
+        large as its loader needs (files_for)."""
         assignment = dict(self.base)
         assignment.update({Key(BY_NAME[k]): v for k, v in changes.items()})
+        loader = {k: changes.get(k, self.point.value(k)) for k in ("readers", "batch",
+                                                                  "prefetch", "access")}
+        if files_for(loader) > self.point.dataset.files:
+            assignment[Key(BY_NAME["files"])] = files_for(loader)
         return self.plan.resolver.point(assignment, self.plan.id_keys)
 
     def ceiling_MB_s(self, point: Point) -> float:
@@ -406,6 +413,7 @@ def experiment_text(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
     mount = {k: v for k, v in ch.items() if BY_NAME[k].section == "mounts"}
     loader = {k: v for k, v in ch.items() if BY_NAME[k].section == "workload"}
     other = {k: v for k, v in ch.items() if k not in mount and k not in loader}
+    files = max(s.files, files_for({**knob_values(s.workload), **ch}))
     lines = [f'name = "{name}"', f'topology = "{s.topology}"',
              f'description = "{s.workload} at {s.distance_km:g} km over {s.rate}: '
              f'{", ".join(f"{k}={format_value(v)}" for k, v in ch.items()) or "defaults"}"',
@@ -415,9 +423,21 @@ def experiment_text(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
              *[f"{k} = {_toml_value(v)}" for k, v in other.items()], "", "[sweep]",
              f"distance_km = [0, {s.distance_km:g}]", "", "[mounts.advised]",
              *[f"{k} = {_toml_value(v)}" for k, v in {**START, **mount}.items()], "",
-             "[dataset]", f"files = {s.files}", "", "[workload]",
+             "[dataset]", f"files = {files}", "", "[workload]",
              *[f"{k} = {_toml_value(v)}" for k, v in {**WINDOW, **loader}.items()]]
     return "\n".join(lines) + "\n"
+
+
+def files_for(knobs: dict[str, Any]) -> int:
+    """The files a measured point needs: twice the files its loader reads at once
+    (plan's rule: a file read twice at once is read once from the page cache); records
+    read in order are read one file per reader, so their set needs no more."""
+    if knobs.get("access", default("access")) != "file":
+        return 0
+    at_once = min(int(knobs.get("readers", default("readers"))),
+                  int(knobs.get("batch", default("batch"))) *
+                  int(knobs.get("prefetch", default("prefetch"))))
+    return 2 * at_once
 
 
 def snippet(c: Candidate) -> str:

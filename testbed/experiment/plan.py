@@ -191,8 +191,27 @@ def _window_fits(p: Point) -> str | None:
     return None
 
 
+def in_flight(p: Point) -> int:
+    """How many files the loader reads at once: readers, at most batch x prefetch
+    samples (for records read in order, one run per file: at most the files)."""
+    wl = p.workload
+    return min(wl.readers, wl.batch * wl.prefetch)
+
+
+def _files_outnumber_reads(p: Point) -> str | None:
+    """A file read twice at once is read the second time from the client's page cache,
+    not across the fibre (single workers read up to 154 % of their line, 2026-12-05):
+    the set must hold at least twice as many files as are read at once."""
+    need = 2 * in_flight(p)
+    if p.workload.access == "file" and p.dataset.files < need:
+        return (f"[dataset] files = {p.dataset.files}: fewer than twice the {in_flight(p)} "
+                f"files read at once (readers, batch x prefetch): the same file would be "
+                f"read twice at once, once from the page cache; give files >= {need}")
+    return None
+
+
 RULES: tuple[Rule, ...] = (_record_needs_records, _version_served, _cache_fits,
-                           _window_fits)
+                           _window_fits, _files_outnumber_reads)
 
 
 class Resolver:

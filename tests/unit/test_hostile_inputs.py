@@ -38,6 +38,8 @@ CASES = [
     ("[sweep]\ndistance_km = [0.0, -0.0]\n", "listed twice"),
     ("[search]\nknob = 'distance_km'\nrange = [0, 3000]\ntarget = 'au_pct >= 200'\n"
      "tolerance = 100\n", "au_pct lies between 0 and 100"),
+    ("[dataset]\nfiles = 2\n[workload]\nreaders = 4\nprefetch = 4\n",
+     "fewer than twice the 4 files read at once"),
     ("", "nothing to measure"),
     ('name = "only-a-name"\n', "nothing to measure"),
 ]
