@@ -165,8 +165,10 @@ LINE_SLACK_PCT = 103.0  # the workers' sum may exceed the line's payload rate by
 def _line_lines(s: pd.DataFrame) -> list[str]:
     """A warning per point whose workers read more together than the line they share
     carries: either their windows did not cover one stretch of time (results from
-    before the common window) or some reads did not cross the line (one worker at
-    0 km reads 103-109 % of a 1-2 Gbit/s line, 2026-12-05: cause not known)."""
+    before the common window) or some reads did not cross the line (a file read twice
+    at once, the second time from the page cache: one worker read 154 % of a 1 Gbit/s
+    line with 16 reads in flight over 8 files, 2026-12-05; plans now refuse sets with
+    fewer than twice the files read at once)."""
     if "line_use_pct" not in s:
         return []
     over = s[s["line_use_pct"] > LINE_SLACK_PCT]
