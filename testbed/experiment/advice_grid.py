@@ -39,7 +39,9 @@ def _pm(v: float, ci: float) -> str:
 
 
 def _rate(mb_s: float) -> str:
-    """A rate in MB/s, readable from KB/s streams to GB/s reads."""
+    """A rate in MB/s, readable from KB/s streams to GB/s reads ("-" when unknown)."""
+    if mb_s is None or not math.isfinite(mb_s):
+        return "-"
     return f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.3g}"
 
 
@@ -50,10 +52,19 @@ def verdict(doc: dict[str, Any]) -> str:
     return "confirmed" if doc["confirmations"][-1]["confirmed"] else "not confirmed"
 
 
+def shown_confirmation(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The confirmation a row shows: the confirmed one, else the recommendation's own
+    measurement (the first), which says why the model's answer did not hold."""
+    conf = doc["confirmations"]
+    if not conf:
+        return None
+    return conf[-1] if conf[-1]["confirmed"] else conf[0]
+
+
 def row(doc: dict[str, Any]) -> dict[str, str]:
     """One cell's line: the setting, the model's figure, and the confirmation's."""
     s, rec = doc["scenario"], doc["recommended"]
-    last = doc["confirmations"][-1] if doc["confirmations"] else None
+    last = shown_confirmation(doc)
     shown = last["candidate"] if last else rec
     if shown is None:
         setting, model = f"none: stopped by {doc['stopped_by']}", "-"
