@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +151,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{p}: not valid TOML: {exc}") from None
+    except ValueError:  # int() refuses the text of a huge integer (tomllib passes it on)
+        raise SpecError(f"{p}: an integer longer than {sys.get_int_max_str_digits()} digits:"
+                        " no knob takes one") from None
     except RecursionError:
         raise SpecError(f"{p}: arrays or tables nested too deeply to be an experiment "
                         "file") from None
