@@ -22,7 +22,6 @@ naming the file, the table, the key, the value and what is allowed.
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import sys
@@ -41,7 +40,6 @@ from testbed.topology import build as build_topology
 from testbed.workload import dlio
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
-log = logging.getLogger(__name__)
 TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
 TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
 CAPTURE_KEYS = ("enabled", "seconds", "max_mib", "keep_pcap")
@@ -108,6 +106,7 @@ class RawPlan:
     capture: CaptureOption | None = None
     overrides: dict[str, str] = field(default_factory=dict)
     dlio: str = ""  # the DLIO workload config the workload came from (absolute path)
+    notes: list[str] = field(default_factory=list)  # warnings, logged once the plan is valid
 
 
 class Where:
@@ -296,11 +295,10 @@ def _take_dlio(raw: RawPlan, path: Path, where: Where, fix: bool) -> None:
         elif key not in raw.sections:
             raw.sections[key] = _value(key, value, raw, where, written=written)
     if raw.au_bar is None or fix:
-        raw.au_bar = job.au_bar
+        raw.au_bar = _checked(FILE_SETTINGS["au_bar"], job.au_bar, where,
+                              f"{path.name}: metric.au as au_bar")
     raw.dlio = str(path)
-    note = dlio.warning(job)
-    if note:
-        log.warning(note)
+    raw.notes += [note for note in (dlio.warning(job),) if note]
 
 
 def _dlio_file(cfg: dict[str, Any], raw: RawPlan, where: Where,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from testbed.topology import fibres as topo_fibres
 from testbed.workload import DatasetSpec, WorkloadSpec
 from testbed.workload.presets import NONE, knob_values
 
+log = logging.getLogger(__name__)
 MAX_POINTS = 20_000
 DEFAULT_AU_BAR = 90.0
 
@@ -444,6 +446,8 @@ def load(path: str | Path, overrides: dict[str, str] | None = None,
     id_keys = _id_keys(raw, fixed)
     points = _grid(raw, resolver, fixed, id_keys)
     _check_search(raw, resolver, fixed, id_keys)
+    for note in raw.notes:  # now that the plan is valid: an error stays the one line
+        log.warning(note)
     return Plan(name=raw.name, path=raw.path, topology=raw.topology,
                 description=raw.description, repetitions=raw.repetitions,
                 au_bar=resolver.au_bar, points=tuple(points), id_keys=id_keys,
