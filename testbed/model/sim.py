@@ -29,6 +29,12 @@ from dataclasses import dataclass, field
 from testbed.model.readahead import ReadAhead
 
 PAGE = 4096
+FILES, WARM = 12, 3  # samples each reader reads; the rate is taken past the first WARM
+# What estimating one point may cost (work() before running it): its steps take 1-3 us
+# of CPU each and its pages ~10 ns (2026-12-05, a loaded 2-core host), so at most about
+# a second. The MLPerf unet3d preset takes 14,560 steps and 1.9 million pages.
+MAX_STEPS = 200_000
+MAX_PAGES = 50_000_000
 
 
 @dataclass
@@ -202,7 +208,7 @@ class Simulation:
         return bisect.bisect_right(r.ready, r.t, r.pos + 1, stop) if stop > r.pos + 1 \
             else stop
 
-    def run(self, files: int = 12, warm: int = 3) -> float:
+    def run(self, files: int = FILES, warm: int = WARM) -> float:
         """Simulate until every reader has read `files` samples; the read rate (bytes/s)
         between the last reader's `warm`-th and the first reader's last completion."""
         heap = [(r.t, i) for i, r in enumerate(self.readers)]
@@ -219,6 +225,18 @@ class Simulation:
             total = sum(len(r.done) for r in self.readers)
             return total * self.r.sample_bytes / max(r.done[-1] for r in self.readers)
         return n * self.r.sample_bytes / (t_b - t_a)
+
+
+def work(r: Reading) -> tuple[int, int]:
+    """What simulating `r` costs, known before running it: its steps (every reader's
+    read() calls and read-ahead windows, at their largest, over its samples and the one
+    it opens last) and the pages it tracks. Compare with MAX_STEPS and MAX_PAGES."""
+    pages = max(1, math.ceil(r.sample_bytes / PAGE))
+    read_pages = max(1, r.read_bytes // PAGE)
+    window = ReadAhead(r.ra_bytes // PAGE, max(1, r.rsize // PAGE)).largest(read_pages)
+    per_sample = math.ceil(pages / read_pages) + (math.ceil(pages / window) if window else 0)
+    samples = r.readers * (FILES + 1)
+    return samples * per_sample, samples * pages
 
 
 @functools.lru_cache(maxsize=4096)
