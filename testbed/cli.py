@@ -37,6 +37,7 @@ from rich.progress import Progress, TaskID
 from rich.table import Table
 from rich.text import Text
 
+from testbed import userfiles
 from testbed.errors import SpecError, TestbedError
 
 log = logging.getLogger("testbed")
@@ -374,8 +375,7 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     from testbed.spec import parse_rate
     if not 0 <= args.rtt_ms <= 100_000:
         raise SpecError("analyse: --rtt-ms must be 0..100000")
-    if not Path(args.pcap).is_file():
-        raise SpecError(f"analyse: {args.pcap}: no such file")
+    userfiles.check(args.pcap, "analyse: capture")
     for flag, path in (("--png", args.png), ("--csv", args.csv)):
         _writable(flag, path)
     bps = parse_rate(args.rate) * 1e6 if args.rate else 0.0

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testbed import userfiles
 from testbed.errors import SpecError
 from testbed.schema import FILE_SETTINGS, FLOAT_TEXT_RE, Dimension, tolerance_row
 from testbed.experiment import dimensions as dims
@@ -134,18 +135,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """The file's TOML as a dict; SpecError for a missing, unreadable, non-UTF-8 or
     malformed file."""
     p = Path(path)
-    try:
-        if p.is_dir():
-            raise SpecError(f"experiment file {p}: is a directory, not a TOML file")
-        if p.exists() and not p.is_file():
-            raise SpecError(f"experiment file {p}: not a regular file (a FIFO or device)")
-        if not p.is_file():
-            raise SpecError(f"experiment file {p} not found")
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{p}: not UTF-8 text (byte {exc.start}): experiment files are TOML")
-    except OSError as exc:
-        raise SpecError(f"{p}: cannot read: {exc.strerror}") from None
+    text = userfiles.read_text(p, "experiment file", "experiment files are TOML")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

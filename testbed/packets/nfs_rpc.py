@@ -34,6 +34,7 @@ from scapy.error import Scapy_Exception
 from scapy.layers.inet import IP, TCP  # and with them the link types in conf.l2types
 from scapy.utils import RawPcapReader
 
+from testbed import userfiles
 from testbed.errors import SpecError
 
 NFS_PORT = 2049
@@ -254,8 +255,7 @@ def _dissect(layer: Any, data: bytes) -> Any:
 def _read_streams(pcap: Path, port: int) -> tuple[dict[tuple[int, bool], _Stream], int]:
     """The TCP streams of the NFS connections in a pcap or pcapng file, by (client port,
     to server), and the number of frames read. SpecError for a missing or non-pcap file."""
-    if not pcap.is_file():
-        raise SpecError(f"no capture file {pcap}")
+    userfiles.check(pcap, "capture")
     streams: dict[tuple[int, bool], _Stream] = defaultdict(_Stream)
     with _scapy_quiet():  # its complaints about the file end in our SpecError, or in EOF
         try:

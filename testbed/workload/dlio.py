@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from testbed import userfiles
 from testbed.errors import SpecError
 from testbed.schema import show
 
@@ -256,14 +257,7 @@ def load(path: str | Path) -> Job:
     missing, unreadable, not YAML or malformed."""
     import yaml
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"DLIO config {p}: not found (or not a file)")
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{p}: not UTF-8 text (byte {exc.start}): DLIO configs are YAML")
-    except OSError as exc:
-        raise SpecError(f"{p}: cannot read: {exc.strerror}") from None
+    text = userfiles.read_text(p, "DLIO config", "DLIO configs are YAML")
     try:
         doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
