@@ -37,6 +37,7 @@ from rich.progress import Progress, TaskID
 from rich.table import Table
 from rich.text import Text
 
+from testbed import userfiles
 from testbed.errors import SpecError, TestbedError
 
 log = logging.getLogger("testbed")
@@ -374,8 +375,9 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     from testbed.spec import parse_rate
     if not 0 <= args.rtt_ms <= 100_000:
         raise SpecError("analyse: --rtt-ms must be 0..100000")
-    if not Path(args.pcap).is_file():
-        raise SpecError(f"analyse: {args.pcap}: no such file")
+    userfiles.check(args.pcap, "analyse: capture")
+    for flag, path in (("--png", args.png), ("--csv", args.csv)):
+        _writable(flag, path)
     bps = parse_rate(args.rate) * 1e6 if args.rate else 0.0
     a = nfs_rpc.analyse(args.pcap, rate_bps=bps, rtt_s=args.rtt_ms / 1000.0)
     for k, v in a.summary.items():
@@ -387,6 +389,18 @@ def cmd_analyse(args: argparse.Namespace) -> int:
         a.rpcs.to_csv(args.csv, index=False)
         out.print(f"RPCs: {args.csv}", markup=False)
     return 0
+
+
+def _writable(flag: str, path: str) -> None:
+    """A file an option asks to write: a name in a folder that exists (checked before the
+    work, so a typo costs nothing); SpecError naming the option otherwise."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir() or not p.name:
+        raise SpecError(f"{flag} {path}: is a folder; give a file name")
+    if not p.absolute().parent.is_dir():
+        raise SpecError(f"{flag} {path}: no folder {p.absolute().parent} to write it in")
 
 
 class Parser(argparse.ArgumentParser):

@@ -26,6 +26,7 @@ import dataclasses
 import difflib
 import math
 import re
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -104,9 +105,21 @@ def number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+def _bounded_repr(limit: int) -> reprlib.Repr:
+    """A repr that stops early: a few items of each container, a few levels deep, long
+    text and numbers cut, so that a YAML alias bomb (a billion items by reference) or a
+    string of megabytes costs no more than a short value. Values that fit are written
+    as repr writes them (a table's keys sorted)."""
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 4, 12, 12, 12, 12
+    r.maxstring = r.maxlong = r.maxother = 4 * limit  # longer than shown: cut at the end
+    return r
+
+
 def show(value: Any, limit: int = 60) -> str:
-    """A value as it appears in an error message: repr, one line, shortened."""
-    text = repr(value)
+    """A value as it appears in an error message: repr, one line, shortened (whatever its
+    size: see _bounded_repr)."""
+    text = _bounded_repr(limit).repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from testbed import launch, model, topology
 from testbed.errors import ServiceError
-from testbed.experiment.plan import Point
+from testbed.experiment.plan import Point, model_reading, planned_ra_kb
 
 CPU_BUSY_PCT = 90.0
 OVERSHOOT_PCT = 5.0
@@ -129,25 +129,9 @@ def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_
                       window_share=model.window_share(platform.release()),
                       clock_scale=point.time_scale)
     sample = point.dataset.sample_bytes(wl.access)
-    reads, read_bytes = reads_per_batch(point)
-    reading = model.Reading(readers=min(wl.readers, wl.prefetch * reads),
-                            sample_bytes=read_bytes, read_bytes=wl.read_kib << 10,
-                            rsize=m.rsize, ra_bytes=ra_kb << 10)
+    reading = model_reading(point, ra_kb)
     demand = wl.batch * sample / (wl.compute_ms / 1000.0) if wl.compute_ms > 0 else math.inf
     return path, reading, demand
-
-
-def reads_per_batch(point: Point) -> tuple[int, int]:
-    """How the loader reads a batch: how many reads (each one open and a sequential
-    read) of how many bytes. A sample is a read, except records read in order: the
-    loader interleaves `readers` files and reads each file's records of a batch as one
-    run (testbed.workload.loader.coalesce)."""
-    wl, ds = point.workload, point.dataset
-    sample = ds.sample_bytes(wl.access)
-    if wl.access != "record" or wl.shuffle:
-        return wl.batch, sample
-    runs = max(1, min(wl.batch, wl.readers, ds.files))
-    return runs, math.ceil(wl.batch / runs) * sample
 
 
 def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
@@ -165,7 +149,7 @@ def planned_inputs(point: Point) -> tuple[int, int]:
     """The read-ahead (KiB) and TCP buffer maximum (bytes) a point not measured yet
     will run with: the mount's read-ahead (the kernel's 128 KiB where it leaves it) and
     the point's buffers, else 2 x the largest BDP, at least 6 MiB (the engine's rule)."""
-    ra_kb = point.mount.read_ahead_kb if point.mount.read_ahead_kb is not None else 128
+    ra_kb = planned_ra_kb(point)
     rmem = point.tcp_buffer_bytes or \
         max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
     return ra_kb, rmem

@@ -22,14 +22,15 @@ naming the file, the table, the key, the value and what is allowed.
 
 from __future__ import annotations
 
-import logging
 import math
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testbed import userfiles
 from testbed.errors import SpecError
 from testbed.schema import FILE_SETTINGS, FLOAT_TEXT_RE, Dimension, tolerance_row
 from testbed.experiment import dimensions as dims
@@ -40,7 +41,6 @@ from testbed.topology import build as build_topology
 from testbed.workload import dlio
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
-log = logging.getLogger(__name__)
 TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
 TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
 CAPTURE_KEYS = ("enabled", "seconds", "max_mib", "keep_pcap")
@@ -107,6 +107,7 @@ class RawPlan:
     capture: CaptureOption | None = None
     overrides: dict[str, str] = field(default_factory=dict)
     dlio: str = ""  # the DLIO workload config the workload came from (absolute path)
+    notes: list[str] = field(default_factory=list)  # warnings, logged once the plan is valid
 
 
 class Where:
@@ -134,22 +135,14 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """The file's TOML as a dict; SpecError for a missing, unreadable, non-UTF-8 or
     malformed file."""
     p = Path(path)
-    try:
-        if p.is_dir():
-            raise SpecError(f"experiment file {p}: is a directory, not a TOML file")
-        if p.exists() and not p.is_file():
-            raise SpecError(f"experiment file {p}: not a regular file (a FIFO or device)")
-        if not p.is_file():
-            raise SpecError(f"experiment file {p} not found")
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{p}: not UTF-8 text (byte {exc.start}): experiment files are TOML")
-    except OSError as exc:
-        raise SpecError(f"{p}: cannot read: {exc.strerror}") from None
+    text = userfiles.read_text(p, "experiment file", "experiment files are TOML")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{p}: not valid TOML: {exc}") from None
+    except ValueError:  # int() refuses the text of a huge integer (tomllib passes it on)
+        raise SpecError(f"{p}: an integer longer than {sys.get_int_max_str_digits()} digits:"
+                        " no knob takes one") from None
     except RecursionError:
         raise SpecError(f"{p}: arrays or tables nested too deeply to be an experiment "
                         "file") from None
@@ -292,11 +285,10 @@ def _take_dlio(raw: RawPlan, path: Path, where: Where, fix: bool) -> None:
         elif key not in raw.sections:
             raw.sections[key] = _value(key, value, raw, where, written=written)
     if raw.au_bar is None or fix:
-        raw.au_bar = job.au_bar
+        raw.au_bar = _checked(FILE_SETTINGS["au_bar"], job.au_bar, where,
+                              f"{path.name}: metric.au as au_bar")
     raw.dlio = str(path)
-    note = dlio.warning(job)
-    if note:
-        log.warning(note)
+    raw.notes += [note for note in (dlio.warning(job),) if note]
 
 
 def _dlio_file(cfg: dict[str, Any], raw: RawPlan, where: Where,

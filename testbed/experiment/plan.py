@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,8 @@ from testbed.experiment import dimensions as dims
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.dimensions import Key
 from testbed.experiment.parse import CaptureOption, RawPlan, SearchSpec, parse
+from testbed.model import sim
+from testbed.model.sim import Reading
 from testbed.spec import FibreSpec, MountSpec, NfsServerSpec
 from testbed.topology import SiteTopo
 from testbed.topology import build as build_topology
@@ -38,8 +41,10 @@ from testbed.topology import fibres as topo_fibres
 from testbed.workload import DatasetSpec, WorkloadSpec
 from testbed.workload.presets import NONE, knob_values
 
+log = logging.getLogger(__name__)
 MAX_POINTS = 20_000
 DEFAULT_AU_BAR = 90.0
+KERNEL_READ_AHEAD_KB = 128  # Linux's NFS read-ahead where the mount does not set one
 
 
 def format_value(value: Any) -> str:
@@ -210,8 +215,51 @@ def _files_outnumber_reads(p: Point) -> str | None:
     return None
 
 
+def reads_per_batch(point: Point) -> tuple[int, int]:
+    """How the loader reads a batch: how many reads (each one open and a sequential
+    read) of how many bytes. A sample is a read, except records read in order: the
+    loader interleaves `readers` files and reads each file's records of a batch as one
+    run (testbed.workload.loader.coalesce)."""
+    wl, ds = point.workload, point.dataset
+    sample = ds.sample_bytes(wl.access)
+    if wl.access != "record" or wl.shuffle:
+        return wl.batch, sample
+    runs = max(1, min(wl.batch, wl.readers, ds.files))
+    return runs, math.ceil(wl.batch / runs) * sample
+
+
+def planned_ra_kb(point: Point) -> int:
+    """The read-ahead (KiB) a point not measured yet will read with: its mount's, or the
+    kernel's own where the mount leaves it."""
+    ra = point.mount.read_ahead_kb
+    return ra if ra is not None else KERNEL_READ_AHEAD_KB
+
+
+def model_reading(point: Point, ra_kb: int) -> Reading:
+    """How a point's loader reads, as the model simulates it (ra_kb: the read-ahead,
+    planned or read back from the kernel)."""
+    wl = point.workload
+    reads, read_bytes = reads_per_batch(point)
+    return Reading(readers=min(wl.readers, wl.prefetch * reads), sample_bytes=read_bytes,
+                   read_bytes=wl.read_kib << 10, rsize=point.mount.rsize, ra_bytes=ra_kb << 10)
+
+
+def _model_can_estimate(p: Point) -> str | None:
+    """The model steps through a point's reads (sim.work): one that would take more
+    than it can afford would hold --check, and every row's explanation, for minutes."""
+    r = model_reading(p, planned_ra_kb(p))
+    steps, pages = sim.work(r)
+    if steps <= sim.MAX_STEPS and pages <= sim.MAX_PAGES:
+        return None
+    what = (f"{steps:,} steps, at most {sim.MAX_STEPS:,}" if steps > sim.MAX_STEPS
+            else f"{pages:,} pages, at most {sim.MAX_PAGES:,}")
+    return (f"the model cannot estimate {r.readers} reader(s) each reading {sim.FILES} x "
+            f"{r.sample_bytes / 2**20:.6g} MiB in {r.read_bytes >> 10} KiB read() calls "
+            f"({what}): larger read_kib or read_ahead_kb, fewer readers or smaller files")
+
+
 RULES: tuple[Rule, ...] = (_record_needs_records, _version_served, _cache_fits,
-                           _window_fits, _files_outnumber_reads)
+                           _window_fits, _files_outnumber_reads, _model_can_estimate)
 
 
 class Resolver:
@@ -463,6 +511,8 @@ def load(path: str | Path, overrides: dict[str, str] | None = None,
     id_keys = _id_keys(raw, fixed)
     points = _grid(raw, resolver, fixed, id_keys)
     _check_search(raw, resolver, fixed, id_keys)
+    for note in raw.notes:  # now that the plan is valid: an error stays the one line
+        log.warning(note)
     return Plan(name=raw.name, path=raw.path, topology=raw.topology,
                 description=raw.description, repetitions=raw.repetitions,
                 au_bar=resolver.au_bar, points=tuple(points), id_keys=id_keys,

@@ -40,7 +40,9 @@ class ReadAhead:
     async_size: int = 0
     prev: int = -1
 
-    def _max(self, req: int) -> int:
+    def largest(self, req: int) -> int:
+        """The largest window for a read() of req pages: read_ahead_kb, or up to io_pages
+        for a read() larger than it."""
         if req > self.ra_pages and self.io_pages > self.ra_pages:
             return min(req, self.io_pages)
         return self.ra_pages
@@ -66,7 +68,7 @@ class ReadAhead:
         `index` with req pages of the read() left; None for no read-ahead."""
         if not self.ra_pages:
             return None
-        max_pages = self._max(req)
+        max_pages = self.largest(req)
         if index == 0:
             self._initial(index, req, max_pages)
         elif index in (self.start + self.size - self.async_size, self.start + self.size):

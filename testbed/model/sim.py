@@ -22,12 +22,19 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 
 from testbed.model.readahead import ReadAhead
 
 PAGE = 4096
+FILES, WARM = 12, 3  # samples each reader reads; the rate is taken past the first WARM
+# What estimating one point may cost (work() before running it): its steps take 1-3 us
+# of CPU each and its pages ~10 ns (2026-12-05, a loaded 2-core host), so at most about
+# a second. The MLPerf unet3d preset takes 14,560 steps and 1.9 million pages.
+MAX_STEPS = 200_000
+MAX_PAGES = 50_000_000
 
 
 @dataclass
@@ -43,6 +50,23 @@ class _Link:
         start = max(sent + self.owd, self.free)
         self.free = start + nbytes / self.rate
         return self.free + self.owd
+
+    def replies(self, sent: float, pages: int, chunk: int) -> list[float]:
+        """reply() for each of `pages` pages requested at once in READs of `chunk` pages
+        (the last one shorter), page by page: the same additions in the same order,
+        done by itertools (a window of 4 KiB READs is a million calls otherwise). After
+        the first, each READ waits for the one before it: its start is the link's free."""
+        if pages <= chunk:  # one READ: the usual window
+            return [self.reply(sent, pages * PAGE)] * pages
+        full, rest = divmod(pages, chunk)
+        steps = [chunk * PAGE / self.rate] * full + ([rest * PAGE / self.rate] if rest else [])
+        frees = list(itertools.accumulate(steps, initial=max(sent + self.owd, self.free)))
+        self.free = frees[-1]
+        arrivals = [f + self.owd for f in frees[1:]]
+        if chunk == 1:
+            return arrivals
+        pages_of = [chunk] * full + [rest]
+        return list(itertools.chain.from_iterable(map(itertools.repeat, arrivals, pages_of)))
 
 
 @dataclass
@@ -109,16 +133,15 @@ class Simulation:
 
     def _issue(self, r: _Reader, window: tuple[int, int, int] | None) -> None:
         """Request the window's pages not yet requested, in READs of at most rsize."""
-        if window is None:
+        if window is None or window[0] >= r.pages:  # nothing, or all past the end of file
             return
         start, size, mark = window
         end = min(start + size, r.pages)
         if r.prefix and start <= r.requested:  # read-ahead's usual case: O(1) per READ
             new_mark = 0 <= mark < r.pages and r.requested <= mark < end
-            chunk = max(1, self.r.rsize // PAGE)
-            for p in range(r.requested, end, chunk):
-                q = min(p + chunk, end)
-                r.ready[p:q] = [self.link.reply(r.t, (q - p) * PAGE)] * (q - p)
+            if end > r.requested:
+                r.ready[r.requested:end] = self.link.replies(
+                    r.t, end - r.requested, max(1, self.r.rsize // PAGE))
             r.requested = max(r.requested, end)
             if new_mark:
                 r.marker = mark
@@ -154,14 +177,26 @@ class Simulation:
                 r.marker = -1
                 self._issue(r, r.ra.ondemand(r.pos, r.read_end - r.read_start,
                                              hit_marker=True))
-            if r.ready[r.pos] > r.t:
-                r.t = r.ready[r.pos]
-                return
-            r.pos = self._next_stop(r)
+            if r.prefix and r.pos < r.requested:
+                end = min(self._stop(r), r.requested)  # pages to take as they come
+                need, r.pos = r.ready[end - 1], end
+            else:
+                need = r.ready[r.pos]
+                if need <= r.t:
+                    r.pos = self._next_stop(r)
             if r.pos == r.read_end:
                 r.ra.prev = r.pos - 1
+            if need > r.t:
+                r.t = need
+                return
         r.done.append(r.t)
         self._open(r)
+
+    @staticmethod
+    def _stop(r: _Reader) -> int:
+        """The next page where the reader acts: the end of the read() call or the
+        read-ahead marker."""
+        return r.read_end if not r.pos < r.marker < r.read_end else r.marker
 
     def _next_stop(self, r: _Reader) -> int:
         """The next page where something happens: the end of the read() call, the
@@ -169,11 +204,11 @@ class Simulation:
         as they are; `ready` is non-decreasing while requests stay a prefix)."""
         if not r.prefix:
             return r.pos + 1
-        stop = r.read_end if not r.pos < r.marker < r.read_end else r.marker
+        stop = self._stop(r)
         return bisect.bisect_right(r.ready, r.t, r.pos + 1, stop) if stop > r.pos + 1 \
             else stop
 
-    def run(self, files: int = 12, warm: int = 3) -> float:
+    def run(self, files: int = FILES, warm: int = WARM) -> float:
         """Simulate until every reader has read `files` samples; the read rate (bytes/s)
         between the last reader's `warm`-th and the first reader's last completion."""
         heap = [(r.t, i) for i, r in enumerate(self.readers)]
@@ -190,6 +225,18 @@ class Simulation:
             total = sum(len(r.done) for r in self.readers)
             return total * self.r.sample_bytes / max(r.done[-1] for r in self.readers)
         return n * self.r.sample_bytes / (t_b - t_a)
+
+
+def work(r: Reading) -> tuple[int, int]:
+    """What simulating `r` costs, known before running it: its steps (every reader's
+    read() calls and read-ahead windows, at their largest, over its samples and the one
+    it opens last) and the pages it tracks. Compare with MAX_STEPS and MAX_PAGES."""
+    pages = max(1, math.ceil(r.sample_bytes / PAGE))
+    read_pages = max(1, r.read_bytes // PAGE)
+    window = ReadAhead(r.ra_bytes // PAGE, max(1, r.rsize // PAGE)).largest(read_pages)
+    per_sample = math.ceil(pages / read_pages) + (math.ceil(pages / window) if window else 0)
+    samples = r.readers * (FILES + 1)
+    return samples * per_sample, samples * pages
 
 
 @functools.lru_cache(maxsize=4096)

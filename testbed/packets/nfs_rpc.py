@@ -20,18 +20,21 @@ bytes in flight must reach R x T (the BDP); a default mount asks for far less.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import logging
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
-from scapy.layers.inet import IP, TCP
-from scapy.layers.l2 import Ether
+from scapy.config import conf
 from scapy.error import Scapy_Exception
+from scapy.layers.inet import IP, TCP  # and with them the link types in conf.l2types
 from scapy.utils import RawPcapReader
 
+from testbed import userfiles
 from testbed.errors import SpecError
 
 NFS_PORT = 2049
@@ -218,33 +221,83 @@ class Analysis:
     summary: dict[str, Any]
 
 
+def _frame_time(reader: Any, meta: Any) -> float:
+    """A frame's capture time in seconds: a pcap record holds seconds and micro- (or
+    nano-) seconds, a pcapng block a 64-bit count in its interface's resolution."""
+    if hasattr(meta, "tsresol"):
+        return ((meta.tshigh << 32) | meta.tslow) / meta.tsresol
+    return meta.sec + meta.usec * (1e-9 if getattr(reader, "nano", False) else 1e-6)
+
+
+def _dissector(pcap: Path, reader: Any, meta: Any, frame: int) -> Any:
+    """The scapy layer a frame starts with, by its link type (a pcap file's one, a
+    pcapng interface's own): Ethernet, Linux cooked (`tcpdump -i any`), raw IP,
+    loopback. SpecError naming the frame for a link type scapy cannot dissect."""
+    linktype = meta.linktype if hasattr(meta, "linktype") else reader.linktype
+    layer = conf.l2types.num2layer.get(linktype)
+    if layer is None:
+        raise SpecError(f"{pcap}: frame {frame}: link type {linktype} is not one analyse "
+                        "reads (Ethernet 1, Linux cooked 113 or 276, raw IP 101 or 228, "
+                        "loopback 0)")
+    return layer
+
+
+def _dissect(layer: Any, data: bytes) -> Any:
+    """The frame dissected from its first layer; None for one too short or too broken
+    for that layer (a capture cut at a small snaplen): scapy itself treats a layer past
+    the first that fails this way as raw bytes, whatever the exception."""
+    try:
+        return layer(data)
+    except Exception:  # noqa: BLE001 (scapy's own rule for the layers it dissects)
+        return None
+
+
 def _read_streams(pcap: Path, port: int) -> tuple[dict[tuple[int, bool], _Stream], int]:
-    """The TCP streams of the NFS connections in a pcap, by (client port, to server),
-    and the number of frames read. SpecError for a missing or non-pcap file."""
-    if not pcap.is_file():
-        raise SpecError(f"no capture file {pcap}")
+    """The TCP streams of the NFS connections in a pcap or pcapng file, by (client port,
+    to server), and the number of frames read. SpecError for a missing or non-pcap file."""
+    userfiles.check(pcap, "capture")
     streams: dict[tuple[int, bool], _Stream] = defaultdict(_Stream)
+    with _scapy_quiet():  # its complaints about the file end in our SpecError, or in EOF
+        try:
+            reader = RawPcapReader(str(pcap))
+        except Scapy_Exception as exc:
+            raise SpecError(f"{pcap}: not a pcap capture ({exc})") from None
+        frames = _read_frames(pcap, reader, port, streams)
+    return streams, frames
+
+
+@contextlib.contextmanager
+def _scapy_quiet() -> Iterator[None]:
+    """scapy's reader warns on stderr about a file it cannot read (then gives up, or
+    stops early as at the end of a capture cut short): silenced while we read."""
+    runtime = logging.getLogger("scapy.runtime")
+    level = runtime.level
+    runtime.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        runtime.setLevel(level)
+
+
+def _read_frames(pcap: Path, reader: Any, port: int,
+                 streams: dict[tuple[int, bool], _Stream]) -> int:
+    """Add every NFS frame of an open capture to its stream; the number of frames."""
     t0: float | None = None
     frames = 0
-    try:
-        reader = RawPcapReader(str(pcap))
-    except Scapy_Exception as exc:
-        raise SpecError(f"{pcap}: not a pcap capture ({exc})") from None
     with reader:
-        scale = 1e-9 if getattr(reader, "nano", False) else 1e-6
         for data, meta in reader:
             frames += 1
-            t = meta.sec + meta.usec * scale
+            t = _frame_time(reader, meta)
             t0 = t if t0 is None else t0
-            pkt = Ether(data)
-            tcp = pkt.getlayer(TCP)
+            pkt = _dissect(_dissector(pcap, reader, meta, frames), data)
+            tcp = pkt.getlayer(TCP) if pkt is not None else None
             if tcp is None or pkt.getlayer(IP) is None or port not in (tcp.sport, tcp.dport):
                 continue
             to_server = tcp.dport == port
             conn = tcp.sport if to_server else tcp.dport
             streams[(conn, to_server)].add(int(tcp.seq), bytes(tcp.payload), t - t0,
                                            bool(int(tcp.flags) & 0x02))
-    return streams, frames
+    return frames
 
 
 def _connection_rpcs(conn: int, calls_stream: _Stream,
@@ -380,6 +433,6 @@ def plot(result: Analysis, path: Path | str, title: str = "") -> Path:
                   f"{kib} KiB, {s.get('read_MB_s', 0):.1f} MB/s", fontsize=10)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")  # whatever the name ends with
     plt.close(fig)
     return path

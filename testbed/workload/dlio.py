@@ -25,11 +25,14 @@ training reads: refused in one line until the testbed writes checkpoints.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from testbed import userfiles
 from testbed.errors import SpecError
+from testbed.schema import show
 
 # How a field is taken: "knob" sets a loader/dataset knob (through a Job attribute),
 # "read" is read and has no effect on what crosses the fibre, "not emulated" is warned.
@@ -166,7 +169,7 @@ def _flatten(doc: dict[str, Any], where: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in doc.items():
         if not isinstance(key, str):
-            raise SpecError(f"{where}: key {key!r}: DLIO keys are names")
+            raise SpecError(f"{where}: key {show(key)}: DLIO keys are names")
         if isinstance(value, dict):
             for sub, v in value.items():
                 flat[f"{key}.{sub}"] = v
@@ -178,15 +181,26 @@ def _flatten(doc: dict[str, Any], where: str) -> dict[str, Any]:
 def _check(f: Field, value: Any, where: str) -> Any:
     """A field's value of the right type and, for numbers, finite and not negative."""
     if isinstance(value, bool) and bool not in f.types:
-        raise SpecError(f"{where}: {f.name} = {value!r}: must be "
+        raise SpecError(f"{where}: {f.name} = {show(value)}: must be "
                         f"{' or '.join(t.__name__ for t in f.types)}")
     if not isinstance(value, f.types):
-        raise SpecError(f"{where}: {f.name} = {value!r}: must be "
+        raise SpecError(f"{where}: {f.name} = {show(value)}: must be "
                         f"{' or '.join(t.__name__ for t in f.types)}")
     if isinstance(value, NUMBER) and not isinstance(value, bool) and \
-            (not math.isfinite(value) or value < 0):
-        raise SpecError(f"{where}: {f.name} = {value!r}: must be a finite number >= 0")
+            not _finite_non_negative(value):
+        raise SpecError(f"{where}: {f.name} = {show(value)}: must be a finite number >= 0")
     return value
+
+
+def _finite_non_negative(value: Any) -> bool:
+    """A number (not a bool) that a float holds, finite and >= 0 (YAML integers have
+    any size: one past a float's range is as unusable as .inf)."""
+    if isinstance(value, bool) or not isinstance(value, NUMBER):
+        return False
+    try:
+        return math.isfinite(float(value)) and value >= 0
+    except OverflowError:
+        return False
 
 
 CHECKS: tuple[tuple[Callable[[Job], bool], str], ...] = (
@@ -197,8 +211,8 @@ CHECKS: tuple[tuple[Callable[[Job], bool], str], ...] = (
     (lambda j: j.sample_shuffle in SHUFFLE and j.file_shuffle in SHUFFLE,
      "reader.file_shuffle and sample_shuffle: off, seed or random"),
     (lambda j: not isinstance(j.computation_s, dict) or
-     isinstance(j.computation_s.get("mean", 0.0), NUMBER),
-     "train.computation_time: a number of seconds or {mean: ...}"),
+     _finite_non_negative(j.computation_s.get("mean", 0.0)),
+     "train.computation_time: a number of seconds >= 0 or {mean: seconds}"),
     (lambda j: 0 < j.au <= 1, "metric.au must be in (0, 1]"),
 )
 
@@ -243,22 +257,18 @@ def load(path: str | Path) -> Job:
     missing, unreadable, not YAML or malformed."""
     import yaml
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"DLIO config {p}: not found (or not a file)")
+    text = userfiles.read_text(p, "DLIO config", "DLIO configs are YAML")
     try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{p}: not UTF-8 text (byte {exc.start}): DLIO configs are YAML")
-    except OSError as exc:
-        raise SpecError(f"{p}: cannot read: {exc.strerror}") from None
-    try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
         raise SpecError(f"{p}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
     except RecursionError:
         raise SpecError(f"{p}: nested too deeply to be a DLIO workload") from None
+    except ValueError:  # int() refuses the text of a huge integer (the loader passes it on)
+        raise SpecError(f"{p}: an integer longer than {sys.get_int_max_str_digits()} digits:"
+                        " no DLIO field takes one") from None
     return parse(doc, str(p))
 
 

@@ -13,7 +13,7 @@ PACKAGE = Path(testbed.__file__).parent
 # longest prefix of a module's name that is listed decides its layer.
 LAYERS = {
     "testbed": 0, "testbed.errors": 0, "testbed.paths": 0, "testbed.procfs": 0,
-    "testbed.stats": 0, "testbed.schema": 0, "testbed.launch": 0,
+    "testbed.stats": 0, "testbed.schema": 0, "testbed.launch": 0, "testbed.userfiles": 0,
     "testbed.spec": 1,
     "testbed.topology": 2, "testbed.model": 2,
     "testbed.network": 3, "testbed.labkernel": 3,
