@@ -253,7 +253,10 @@ def _dlio_path(value: Any, base: Path, where: Where) -> Path:
     if not isinstance(value, str) or not value.strip() or "\0" in value:
         raise where.error(DLIO_KEY, value, "the path of a DLIO workload YAML file")
     path = Path(value)
-    return (path if path.is_absolute() else base / path).resolve()
+    try:
+        return (path if path.is_absolute() else base / path).resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop; a name too long
+        raise where.error(DLIO_KEY, value, f"cannot be resolved: {exc}") from None
 
 
 def _take_dlio(raw: RawPlan, path: Path, where: Where, fix: bool) -> None:

@@ -75,3 +75,10 @@ def test_command_line_values(capsys):
     assert code == 2 and "demo.toml searches this knob" in err
     code, err = run(capsys, "topo", "show", "apn", "-p", "workers=65535")
     assert code == 2 and one_line(err) and "1 .. 1024" in err
+
+
+def test_a_dlio_path_in_a_symlink_loop(tmp_path, capsys):
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
+    code, err = run(capsys, "run", "--dlio", str(tmp_path / "a.yaml"), "--check")
+    assert code == 2 and one_line(err), err[-300:]
