@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from testbed.experiment import run_file
+from testbed.experiment.explain import software_emulated
 
 pytestmark = pytest.mark.system
 
@@ -256,9 +257,11 @@ def test_workers_sharing_a_line_are_measured_over_one_window(real_kernel, tmp_pa
     line = 100e6 / 8 / 1e6 * 1448 / 1514
     assert far.throughput_MB_s.sum() <= 1.03 * line, far.throughput_MB_s.tolist()
     assert far.line_use_pct.between(85, 103).all(), far.line_use_pct.tolist()
-    # the model's fibre term: each worker's fair share of the line, within 15 %
-    assert (far.limited_by == "fibre").all(), far.limited_by.tolist()
-    ratio = far.throughput_MB_s / far.model_MB_s
+    # the model's fibre term: each worker's fair share of the line, within 15 % (on QEMU's
+    # software emulation a worker may fall short and must then be marked so)
+    fair = far if not software_emulated() else far[~far.emulator_limited.astype(bool)]
+    assert (fair.limited_by == "fibre").all(), far.limited_by.tolist()
+    ratio = fair.throughput_MB_s / fair.model_MB_s
     assert ratio.between(0.85, 1.15).all(), ratio.tolist()
     steps = pd.read_csv(out / "steps.csv")
     steps = steps[steps.point == far.point.iloc[0]]
