@@ -104,12 +104,13 @@ def emulator_reasons(e: Evidence) -> list[str]:
 def share_Bps(topo: topology.SiteTopo, point: Point, worker: str) -> float:
     """The worker's fair share of its path: every span's rate divided among the workers
     whose paths cross it; the smallest."""
-    spans = topology.path_fibres(topo, worker)
+    paths = topology.fibre_paths(topo)
+    spans = paths.get(worker, [])
     if not spans:
         return math.inf
     crossing = {name: 0 for name, _ in spans}
     for w in topology.worker_hosts(topo):
-        for name, _ in topology.path_fibres(topo, w):
+        for name, _ in paths.get(w, []):
             if name in crossing:
                 crossing[name] += 1
     return min(point.fibre(n).rate_mbit * 1e6 / 8 / crossing[n] for n, _ in spans)

@@ -228,7 +228,8 @@ def _line_use(rig: Rig, point: Point, rows: list[dict[str, Any]]) -> None:
     """Each row's line_use_pct: of the spans on its worker's path, the largest share of a
     span's payload rate that the workers crossing it read together in their (common)
     window. Above 100 the workers were not measured over one stretch of time."""
-    spans = {w: [n for n, _ in topology.path_fibres(rig.topo, w)] for w in rig.workers}
+    paths = topology.fibre_paths(rig.topo)
+    spans = {w: [n for n, _ in paths.get(w, [])] for w in rig.workers}
     read = {r["worker"]: float(r["throughput_MB_s"]) for r in rows}
     for row in rows:
         uses = [100.0 * sum(read[w] for w in rig.workers if n in spans[w])

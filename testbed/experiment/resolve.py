@@ -61,8 +61,12 @@ def need_MB_s(plan: Plan, point: Point) -> float:
     """What a point asks the lab to move, in emulated MB/s: the model's read rate of each
     worker (demand or a bound), summed over the workers of the site."""
     topo = plan.resolver.topo(point.workers)
-    return sum(explain.planned_bounds(topo, point, w).predicted / 1e6
-               for w in topology.worker_hosts(topo))
+    paths = topology.fibre_paths(topo)
+    alike: dict[tuple[str, ...], list[str]] = {}  # workers on the same spans read alike
+    for w in topology.worker_hosts(topo):
+        alike.setdefault(tuple(n for n, _ in paths.get(w, [])), []).append(w)
+    return sum(len(ws) * explain.planned_bounds(topo, point, ws[0]).predicted / 1e6
+               for ws in alike.values())
 
 
 def choose(plan: Plan, capacity_MB_s: float) -> Callable[[Point], float]:
