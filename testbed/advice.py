@@ -21,6 +21,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from testbed import atomic
 from testbed.experiment import advise as adv
 from testbed.experiment import plan as plan_mod
 from testbed.experiment import report
@@ -49,7 +50,7 @@ def load(s: adv.Scenario, changes: tuple[tuple[str, Any], ...], folder: Path,
     """Write the experiment file of a setting into `folder` and load it."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.toml"
-    path.write_text(adv.experiment_text(s, changes, name))
+    atomic.write_text(path, adv.experiment_text(s, changes, name))
     return plan_mod.load(path)
 
 
@@ -140,10 +141,7 @@ def record(folder: Path, s: adv.Scenario, a: adv.Advice,
            "seconds": seconds}
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / RECORD
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, allow_nan=True) + "\n")
-    tmp.replace(path)
-    return path
+    return atomic.write_text(path, json.dumps(doc, indent=1, allow_nan=True) + "\n")
 
 
 def _pm(value: float, ci: float) -> str:

@@ -37,7 +37,7 @@ from rich.progress import Progress, TaskID
 from rich.table import Table
 from rich.text import Text
 
-from testbed import userfiles
+from testbed import atomic, userfiles
 from testbed.errors import SpecError, TestbedError
 
 log = logging.getLogger("testbed")
@@ -190,11 +190,9 @@ class ProgressListener:
         if self.task is not None:
             self.progress.advance(self.task)
         if not self.console.is_terminal:
-            status = rows[0]["status"] if rows else "?"
             au = [r["au_pct"] for r in rows if r["status"] == "ok"]
             what = f"AU {sum(au) / len(au):.1f} %" if au else f"FAILED: {rows[0]['reason']}"
             print(f"[{self.count}] {run_id}: {what} ({seconds:.1f} s)", flush=True)
-            del status
 
     def stop(self) -> None:
         """Remove the bar."""
@@ -386,7 +384,8 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     if args.png:
         out.print(f"plot: {nfs_rpc.plot(a, args.png)}", markup=False)
     if args.csv:
-        a.rpcs.to_csv(args.csv, index=False)
+        with atomic.replacing(Path(args.csv)) as tmp:
+            a.rpcs.to_csv(tmp, index=False)
         out.print(f"RPCs: {args.csv}", markup=False)
     return 0
 

@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed import atomic
 from testbed.errors import SpecError
 from testbed.experiment import markdown
 from testbed.paths import REPO
@@ -74,5 +75,5 @@ def update(root: Path = REPO, check: bool = False) -> list[Block]:
         new, blocks = regenerate(text, page.relative_to(root), root)
         found += blocks
         if new != text and not check:
-            page.write_text(new)
+            atomic.write_text(page, new)
     return found

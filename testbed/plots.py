@@ -17,6 +17,8 @@ from typing import Callable
 
 import pandas as pd
 
+from testbed import atomic
+
 
 @dataclass(frozen=True)
 class Series:
@@ -85,8 +87,11 @@ def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
                bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with atomic.replacing(path) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from testbed import launch
+from testbed import atomic, launch
 from testbed.errors import ResultsError
 
 
@@ -98,13 +98,11 @@ class ResultStore:
         if header is not None and header != fields:
             raise ResultsError(f"{self.csv} has other columns than this run's rows (was it "
                                "written by another experiment file?): use --out elsewhere")
-        with open(self.csv, "a", newline="") as fh:
+        with atomic.appending(self.csv) as fh:
             w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
             if header is None:
                 w.writeheader()
             w.writerows(rows)
-            fh.flush()
-            os.fsync(fh.fileno())
 
     def append(self, row: dict[str, Any]) -> None:
         """Append one row (see append_rows)."""
@@ -116,7 +114,7 @@ class ResultStore:
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         """meta.json: how and where the results were measured."""
-        (self.out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+        atomic.write_text(self.out / "meta.json", json.dumps(meta, indent=2, default=str))
 
     def write_parquet(self, df: pd.DataFrame | None = None) -> Path | None:
         """results.parquet, when pyarrow is installed (None otherwise)."""

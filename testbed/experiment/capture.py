@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from testbed import topology
+from testbed import atomic, topology
 from testbed.experiment.parse import CaptureOption
 from testbed.network.engine import Network
 from testbed.packets import nfs_rpc
@@ -52,12 +52,13 @@ def analyse(cap: Capture, opt: CaptureOption, out: Path, name: str, rate_mbit: f
     d.mkdir(parents=True, exist_ok=True)
     pcap = cap.result.path
     a = nfs_rpc.analyse(pcap, rate_bps=rate_mbit * 1e6, rtt_s=rtt_ms / 1000.0)
-    a.rpcs.to_csv(d / "rpcs.csv", index=False)
-    a.timeline.to_csv(d / "timeline.csv", index=False)
+    for name, frame in (("rpcs.csv", a.rpcs), ("timeline.csv", a.timeline)):
+        with atomic.replacing(d / name) as tmp:
+            frame.to_csv(tmp, index=False)
     summary = {**a.summary, "capture_packets": cap.result.packets,
                "capture_dropped": cap.result.dropped,
                "capture_stopped_by": cap.result.stopped_by}
-    (d / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    atomic.write_text(d / "summary.json", json.dumps(summary, indent=2, default=float))
     nfs_rpc.plot(a, d / "inflight.png", title=name)
     if opt.keep_pcap:
         pcap.replace(d / "capture.pcap")

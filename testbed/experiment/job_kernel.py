@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from testbed import results
+from testbed import atomic, results
 from testbed.errors import SpecError, TestbedError
 from testbed.experiment import dilation, jobs
 from testbed.experiment import plan as plan_mod
@@ -39,16 +39,6 @@ log = logging.getLogger(__name__)
 def to_json(value: Any) -> str:
     """One line of JSON; numpy scalars as plain numbers, NaN kept (Python reads it)."""
     return json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else str(o))
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a reader sees all of it or none (write, fsync, rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
 
 
 class EventLog:
@@ -120,7 +110,7 @@ def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
             return {"measured": runner.outcome.measured, "failed": runner.outcome.failed}
         settings = plan_mod.search_settings(plan.resolver.raw)
         row = search_mod.Search(plan, runner, store, settings[spec["setting"]]).run()
-    write_atomic(jobdir / "search.json", to_json(row))
+    atomic.write_text(jobdir / "search.json", to_json(row))
     return {"search": True}
 
 
@@ -143,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         status.update(error="runtime", message=f"{type(exc).__name__}: {exc}")
         rc = 1
     status["environment"] = results.environment()
-    write_atomic(jobdir / "status.json", to_json(status))
+    atomic.write_text(jobdir / "status.json", to_json(status))
     return rc
 
 

@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from testbed import results, workload
+from testbed import atomic, results, workload
 from testbed.errors import SpecError
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
@@ -78,7 +78,7 @@ def write_steps(out: Path, run_id: str, workers: list[str],
     """Append every step's raw timings to steps.csv (so any figure can be recomputed)."""
     path = out / "steps.csv"
     new = not path.exists()
-    with open(path, "a", newline="") as fh:
+    with atomic.appending(path) as fh:
         w = csv.writer(fh)
         if new:
             w.writerow(STEP_COLUMNS)

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
-from testbed import plots, results
+from testbed import atomic, plots, results
 from testbed.errors import ResultsError
 from testbed.experiment import search as search_mod
 from testbed.experiment import summary
@@ -205,8 +205,8 @@ def _dlio(plan: Plan, df: pd.DataFrame, out: Path) -> Path:
     for point_id, rows in summary.ok_rows(df).groupby("point_id", sort=False):
         folder = d / slug(str(point_id))
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "summary.json").write_text(
-            json.dumps(results.dlio_summary(rows, plan.au_bar), indent=2))
+        atomic.write_text(folder / "summary.json",
+                          json.dumps(results.dlio_summary(rows, plan.au_bar), indent=2))
     return d
 
 
@@ -279,7 +279,8 @@ def build(out: Path, plan: Plan) -> Report:
     df = summary.with_slowdown(summary.latest_runs(df))
     df["site"] = df["site"].fillna("").astype(str)
     s = _per_point(plan, df)
-    s.to_csv(out / "summary.csv", index=False)
+    with atomic.replacing(out / "summary.csv") as tmp:
+        s.to_csv(tmp, index=False)
     store.write_parquet(df)
     report = Report(_table(plan, s), failed=int(s["failed"].sum()))
     report.lines += _limit_lines(plan, s)

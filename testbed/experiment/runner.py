@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from testbed import results
-from testbed.errors import SpecError, TestbedError
+from testbed.errors import ResultsError, SpecError, TestbedError
 from testbed.experiment import marks
 from testbed.experiment import measure as measure_mod
 from testbed.experiment import record, resolve
@@ -166,7 +166,8 @@ class Runner:
 
     def measure(self, point: Point, rep: int) -> list[dict[str, Any]]:
         """Measure one repetition of a point, append its rows; a failure becomes failed
-        rows (and a fresh rig for the next point), never an exception."""
+        rows (and a fresh rig for the next point); only a results folder that refuses writes
+        (ResultsError) stops the run."""
         run_id = point.run_id(rep)
         self.listener.started(run_id)
         t0 = time.monotonic()
@@ -178,6 +179,8 @@ class Runner:
             if self.host_marks:
                 marks.host_mark_rows(rows)
             self.outcome.measured += 1
+        except ResultsError:
+            raise  # the results folder refuses writes (a full disk): stop, not a failed point
         except (TestbedError, OSError) as exc:
             log.warning("point %s failed: %s", run_id, exc)
             self.close()

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from testbed import atomic
 from testbed.experiment import record, summary
 from testbed.experiment.dimensions import Key
 from testbed.experiment.plan import Plan, Point, fixed_assignment, format_value, search_settings
@@ -167,7 +168,7 @@ def run(plan: Plan, runner: Any, store: ResultStore) -> list[dict[str, Any]]:
     """Run the plan's search for every setting; write search.csv; its rows."""
     out = [Search(plan, runner, store, setting).run()
            for setting in search_settings(plan.resolver.raw)]
-    with open(store.out / "search.csv", "w", newline="") as fh:
+    with atomic.replacing(store.out / "search.csv") as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=record.SEARCH_COLUMNS)
         w.writeheader()
         w.writerows(out)

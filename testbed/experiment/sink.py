@@ -8,11 +8,10 @@ Only the dispatching thread calls it, so nothing is written concurrently.
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 from typing import Any
 
-from testbed import results
+from testbed import atomic, results
 from testbed.experiment import record
 
 
@@ -40,12 +39,10 @@ class Sink:
             return
         path = self.out / "steps.csv"
         new = not path.exists()
-        with open(path, "a", newline="") as fh:
+        with atomic.appending(path) as fh:
             if new:
                 csv.writer(fh).writerow(record.STEP_COLUMNS)
             fh.write("\n".join(lines) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
 
     def files(self, files: dict[str, bytes]) -> list[Path]:
         """Write a job's artefacts under the folder (relative paths only); their paths."""
@@ -55,7 +52,7 @@ class Sink:
             if self.out.resolve() not in path.parents:
                 continue  # never outside the results folder
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            atomic.write_bytes(path, data)
             written.append(path)
         return written
 
@@ -63,7 +60,7 @@ class Sink:
         """search.csv: one row per setting, in the plan's order (as the sequential search
         writes it)."""
         path = self.out / "search.csv"
-        with open(path, "w", newline="") as fh:
+        with atomic.replacing(path) as tmp, open(tmp, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=record.SEARCH_COLUMNS, extrasaction="ignore")
             w.writeheader()
             w.writerows(rows)

@@ -27,7 +27,6 @@ caller decides from its own evidence (emulator_reasons).
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 

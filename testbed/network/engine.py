@@ -37,6 +37,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from testbed.errors import KernelError, SpecError
 from testbed.network import offload
+from testbed.network.held import interrupts_held
 from testbed.network import state as state_mod
 from testbed.network import tc
 from testbed.network.namespace import (NETNS_DIR, create_namespace, namespace_name,
@@ -135,8 +136,11 @@ class Network:
         inherits this object) never tears down its parent's network."""
         if os.getpid() != self._owner_pid:
             return
-        self._stack.close()
-        self.started = False
+        with interrupts_held(f"teardown of {self.prefix}"):
+            if self.started:
+                self.state.set_phase("teardown")
+            self._stack.close()
+            self.started = False
 
     @property
     def run_dir(self) -> Path:

@@ -34,7 +34,7 @@ from scapy.error import Scapy_Exception
 from scapy.layers.inet import IP, TCP  # and with them the link types in conf.l2types
 from scapy.utils import RawPcapReader
 
-from testbed import userfiles
+from testbed import atomic, userfiles
 from testbed.errors import SpecError
 
 NFS_PORT = 2049
@@ -433,6 +433,9 @@ def plot(result: Analysis, path: Path | str, title: str = "") -> Path:
                   f"{kib} KiB, {s.get('read_MB_s', 0):.1f} MB/s", fontsize=10)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110, format="png")  # whatever the name ends with
-    plt.close(fig)
+    try:
+        with atomic.replacing(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")  # whatever the name ends with
+    finally:
+        plt.close(fig)
     return path

@@ -1,0 +1,28 @@
+"""A teardown runs to its end through Ctrl-C (testbed/network/held.py)."""
+
+import os
+import signal
+
+import pytest
+
+from testbed.network.held import interrupts_held
+
+
+def test_a_ctrl_c_during_teardown_waits_for_its_end(capsys):
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held("teardown of tbX"):
+            steps.append("unmount")
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)  # twice: still one line
+            steps.append("namespaces")
+    assert steps == ["unmount", "namespaces"]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "teardown of tbX in progress" in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_no_signal_no_interrupt():
+    with interrupts_held("teardown"):
+        pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
