@@ -1,13 +1,15 @@
 """Benchmark (host, no root): the property fuzzing of every reader of user input at
 campaign size. Runs each test of tests/unit/test_fuzz_properties.py under Hypothesis'
 "campaign" profile (random, not derandomized), one pytest process per test, at nice 19,
-with --total examples shared out evenly, and prints per test the examples it ran and
-any failure (the falsifying example, its error and a blob to reproduce it), then
+--jobs of them at once, with --total examples shared out evenly and a CPU-time budget of
+2 s per call (FUZZ_CPU_BUDGET_S: CPU, not wall time, so that a busy machine does not
+count as slow code), and prints per test the examples it ran and any failure (the
+falsifying example, its error and a blob to reproduce it), then
 
     FUZZ examples=<n> violations=<n> seconds=<x>
 
     nice -n 19 .venv/bin/python benchmarks/fuzz_campaign.py [--total 100000] [-k NAME]
-        [--memory-gib 6] > fuzz-campaign.log
+        [--jobs 2] [--memory-gib 6] > fuzz-campaign.log
 
 examples counts the examples the tests ran (Hypothesis' statistics: passing and failing,
 in every phase); violations counts the tests that failed (a contract violation, one per
@@ -26,12 +28,14 @@ import resource
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed.paths import REPO
 
 TESTS = REPO / "tests" / "unit" / "test_fuzz_properties.py"
+CPU_BUDGET_S = 2.0  # per call: the contract's "done within 2 s", as CPU time
 COUNTS = re.compile(r"(\d+) passing, (\d+) failing, and (\d+) invalid")
 
 
@@ -62,7 +66,8 @@ def _limit_memory(gib: float) -> None:
 
 def run_test(name: str, examples: int, gib: float) -> Outcome:
     """Run one property test at `examples` examples under the campaign profile."""
-    env = dict(os.environ, HYPOTHESIS_PROFILE="campaign", FUZZ_EXAMPLES=str(examples))
+    env = dict(os.environ, HYPOTHESIS_PROFILE="campaign", FUZZ_EXAMPLES=str(examples),
+               FUZZ_CPU_BUDGET_S=str(CPU_BUDGET_S))
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", f"{TESTS}::{name}", "-q",
                            "-p", "no:cacheprovider", "--hypothesis-show-statistics",
@@ -84,11 +89,13 @@ def _failure(stdout: str, stderr: str) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    """--total, -k and --memory-gib."""
+    """--total, -k, --jobs and --memory-gib."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--total", type=int, default=100_000,
                     help="examples over all tests, shared out evenly (default 100000)")
     ap.add_argument("-k", dest="only", default="", help="only tests whose name has this")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="tests run at once (default 1; each is one process)")
     ap.add_argument("--memory-gib", type=float, default=6.0,
                     help="address space of each pytest process (default 6 GiB)")
     return ap.parse_args()
@@ -103,13 +110,15 @@ def main() -> int:
           flush=True)
     t0 = time.monotonic()
     outcomes = []
-    for name in names:
-        o = run_test(name, each, args.memory_gib)
-        outcomes.append(o)
-        print(f"{o.name}: {o.examples} examples in {o.seconds:.0f} s: "
-              f"{'FAILED' if o.failed else 'ok'}", flush=True)
-        if o.failed:
-            print(o.report, flush=True)
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        futures = [pool.submit(run_test, name, each, args.memory_gib) for name in names]
+        for fut in as_completed(futures):
+            o = fut.result()
+            outcomes.append(o)
+            print(f"{o.name}: {o.examples} examples in {o.seconds:.0f} s: "
+                  f"{'FAILED' if o.failed else 'ok'}", flush=True)
+            if o.failed:
+                print(o.report, flush=True)
     total = sum(o.examples for o in outcomes)
     violations = sum(o.failed for o in outcomes)
     print(f"FUZZ examples={total} violations={violations} "
