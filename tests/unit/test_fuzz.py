@@ -10,6 +10,7 @@ table), every table's unknown keys, wrong table types, non-UTF-8 bytes, broken T
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from testbed import cli
 from testbed.experiment import dimensions as dims
+from testbed.paths import REPO
 
 BAD_BY_KIND = {
     "int": ["4", 4.5, True, -1, 10**30, math.nan, math.inf, [], {"a": 1}, "４", ""],
@@ -211,3 +213,13 @@ def test_bad_input_creates_nothing_even_without_check(tmp_path):
         assert "Traceback" not in proc.stderr
     assert _ours() == before
     assert not (tmp_path / "out" / "results.csv").exists()
+
+
+def test_readme_and_docs_state_what_runs():
+    """README and docs/experiments.md give the number of cases this file feeds the
+    validator; they must say what it runs."""
+    n = f"{len(FILES) + len(PARAMS):,}"
+    for page in ("README.md", "docs/experiments.md"):
+        said = re.findall(r"test_fuzz\.py` feeds (?:the validator|it)\s+([\d,]+) malformed",
+                          (REPO / page).read_text())
+        assert said == [n], (page, said, n)
