@@ -78,13 +78,18 @@ BDP_MEMORY = 3.0  # per fibre: the BDP in netem's queue and in socket buffers, w
 
 def memory_need_bytes(plan: Plan) -> int:
     """The most memory one point needs at once: the training set on the storage host, a
-    staged copy per worker where a point stages, and per fibre BDP_MEMORY x its emulated
-    bandwidth-delay product (bytes in flight do not shrink under time dilation)."""
+    staged copy per worker where a point stages, the cache's image where a point caches
+    (it lives in the run's folder, in RAM, and fills with each worker's copy up to its
+    size: an 11 GiB cache in a 4 GiB lab kernel ended in "No space left on device" mid-
+    point, 2026-12-05), and per fibre BDP_MEMORY x its emulated bandwidth-delay product
+    (bytes in flight do not shrink under time dilation)."""
     need = 0
     for p in plan.points:
         copies = 1 + (p.workers if p.data_path == "staged" else 0)
+        cache = min(int(p.value("cache_mib")) << 20, p.workers * p.dataset.total_bytes) \
+            if p.data_path == "cache" else 0
         flight = sum(BDP_MEMORY * f.bdp_bytes() for _, f in p.fibres)
-        need = max(need, int(copies * p.dataset.total_bytes + flight))
+        need = max(need, int(copies * p.dataset.total_bytes + cache + flight))
     return need
 
 

@@ -259,3 +259,14 @@ def test_bad_values_say_what_is_allowed_once(tmp_path):
     with pytest.raises(SpecError) as err:
         load(tmp_path, "[mounts.tuned]\nrsize = \"big\"\n")
     assert "expected an integer 4096 .. 1048576 B, a power of two" in str(err.value)
+
+
+def test_a_cache_counts_in_the_memory_a_point_needs(tmp_path):
+    """The cache's image lives in the run's folder (RAM) and fills with each worker's
+    copy up to its size: check_memory must count it, or the point fails mid-read."""
+    from testbed.experiment.runner import memory_need_bytes
+    base = ("[fixed]\nworkers = 2\ndistance_km = 60\n[dataset]\nfiles = 8\nfile_kib = 65536\n")
+    direct = memory_need_bytes(load(tmp_path, base))
+    cached = memory_need_bytes(load(tmp_path, base.replace(
+        "[dataset]", 'data_path = "cache"\n[cache]\nsize_mib = 2048\n[dataset]')))
+    assert cached - direct == 2 * 8 * 64 << 20  # both workers' copies, under 2 GiB
