@@ -138,9 +138,13 @@ def _float(value: Any, text: bool) -> float:
         return float(parse_text(value, float))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError("expected a number")
-    if not math.isfinite(value):
+    try:
+        out = float(value)  # an int past the float range raises here, not a float
+    except OverflowError:
+        raise ValueError("expected a finite number") from None
+    if not math.isfinite(out):
         raise ValueError("expected a finite number")
-    return float(value)
+    return out
 
 
 def _with_range(said: str, allowed: str) -> str:
