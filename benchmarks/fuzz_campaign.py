@@ -82,9 +82,11 @@ def run_test(name: str, examples: int, gib: float) -> Outcome:
 
 def _failure(stdout: str, stderr: str) -> str:
     """What a failed test said: its falsifying example and error lines (the pytest
-    report's E lines and Hypothesis' blob), shortened; else the end of its stderr."""
+    report's E lines, also inside an exception group's "  | " frame, and Hypothesis'
+    blob), shortened; else the end of its stderr."""
     keep = [line[:300] for line in stdout.splitlines()
-            if line.startswith("E ") or "@reproduce_failure" in line or "FAILED" in line]
+            if line.lstrip(" |").startswith("E ") or "@reproduce_failure" in line
+            or "FAILED" in line or "Falsifying" in line or "Error:" in line]
     return "\n".join(keep[:60]) or stderr[-2000:]
 
 
