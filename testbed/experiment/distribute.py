@@ -300,10 +300,11 @@ def _checked_status(result: dict[str, Any], plan: Plan) -> dict[str, Any]:
 
 
 def _failure(result: dict[str, Any]) -> str:
-    """Why a job did not deliver: the guest's message, or lab/run's exit and console."""
+    """Why a job did not deliver: the guest's message, or lab/run's exit and its own
+    words on it (a kill, a timeout), else the console's last lines."""
     status = result.get("status") or {}
     return status.get("message") or f"lab kernel exit {result.get('rc')}: " \
-        f"{result.get('console', '')}"
+        f"{result.get('verdict') or result.get('console', '')}"
 
 
 def _execution(opts: Options, limit: Limit, why: str, pool: Any) -> dict[str, Any]:

@@ -170,8 +170,9 @@ def run_job(spec: dict[str, Any], on_event: Callable[[Event], None] | None = Non
 
     on_event gets each finished run as it arrives (local runs stream them); stop, when
     set, stops the kernel early. Returns {"id", "host", "rc", "events", "status",
-    "search", "files", "console", "seconds"}: rc is lab/run's exit code (None if
-    stopped), status the guest's status.json (None if it never wrote one)."""
+    "search", "files", "console", "verdict", "seconds"}: rc is lab/run's exit code (None
+    if stopped), status the guest's status.json (None if it never wrote one), verdict
+    lab/run's own words on how the kernel ended ("" when it said nothing)."""
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "testbed.experiment.job_kernel"]
     with JobDir(spec) as jd:
@@ -181,4 +182,5 @@ def run_job(spec: dict[str, Any], on_event: Callable[[Event], None] | None = Non
         return {"id": spec["id"], "host": socket.gethostname(), "rc": rc, "events": events,
                 "status": _read_json(jd.path / "status.json"),
                 "search": _read_json(jd.path / "search.json"), "files": jd.files(),
-                "console": kernel.tail(), "seconds": time.monotonic() - t0}
+                "console": kernel.tail(), "verdict": kernel.verdict(),
+                "seconds": time.monotonic() - t0}
