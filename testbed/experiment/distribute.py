@@ -191,13 +191,15 @@ class Dispatcher:
         why = _failure(result)
         if job.setting is not None:
             self.settle_search(job, result, why)
+        running = result.get("running")
         for run in job.runs:
             if run not in seen:
-                self.settle_run(run, why)
+                self.settle_run(run, why, charged=running is None or run == running)
 
-    def settle_run(self, run: str, why: str) -> None:
-        """A run its job did not report: write its held rows, retry it, or fail it."""
-        action = self.ledger.unreported(run)
+    def settle_run(self, run: str, why: str, charged: bool = True) -> None:
+        """A run its job did not report: write its held rows, retry it, or fail it
+        (charged: whether this loss counts as one of its attempts, Ledger.unreported)."""
+        action = self.ledger.unreported(run, charged)
         if action == "release":
             self.write(self.ledger.release(run))
         elif action == "retry":
