@@ -28,12 +28,23 @@ class Kind:
 
     guest: str       # "lab kernel", "lab VM"
     killed: str      # what a timeout killed, with {pid}
-    exit: str        # the host process's exit status, with {rc}
+    exit: str        # the host process's end, with {how}: "exit 1", "killed by SIGKILL"
     tail_lines: int  # lines of each log shown when the guest left no exit code
 
 
-UML = Kind("lab kernel", "process group {pid}", "exit {rc}", 5)
-QEMU = Kind("lab VM", "QEMU (PID {pid})", "QEMU exit {rc}", 8)
+UML = Kind("lab kernel", "process group {pid}", "{how}", 5)
+QEMU = Kind("lab VM", "QEMU (PID {pid})", "QEMU {how}", 8)
+
+
+def how_ended(returncode: int) -> str:
+    """A host process's end in words: "exit N", or "killed by SIGNAME" (Popen's
+    negative return code)."""
+    if returncode >= 0:
+        return f"exit {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -103,7 +114,8 @@ def wait_guest(proc: subprocess.Popen[bytes], run_dir: Path, timeout_s: float, k
         return 128 + interrupted[0]
     rc = guest_rc(run_dir)
     if rc is None:
-        print(f"lab/run: the {kind.guest} stopped ({kind.exit.format(rc=proc.returncode)}) "
+        print(f"lab/run: the {kind.guest} stopped "
+              f"({kind.exit.format(how=how_ended(proc.returncode))}) "
               f"without a result after {time.monotonic() - started:.0f} s", file=sys.stderr)
         print_tails(logs, kind.tail_lines)
         return RC_NO_RESULT

@@ -191,6 +191,16 @@ class LabKernel:
             self._log.close()
             self._log = None
 
+    def verdict(self) -> str:
+        """lab/run's own lines in the console (how the kernel ended, when it did not end
+        well: a timeout, a kill), without the log tails it indents under them."""
+        try:
+            text = self.console.read_text(errors="replace")
+        except OSError:
+            return ""
+        return " ".join(line.strip() for line in text.splitlines()
+                        if line.startswith("lab/run: ") and not line.startswith("lab/run:  "))
+
     def tail(self, lines: int = 8) -> str:
         """The console's last lines, for error messages."""
         try:

@@ -191,13 +191,15 @@ class Dispatcher:
         why = _failure(result)
         if job.setting is not None:
             self.settle_search(job, result, why)
+        running = result.get("running")
         for run in job.runs:
             if run not in seen:
-                self.settle_run(run, why)
+                self.settle_run(run, why, charged=running is None or run == running)
 
-    def settle_run(self, run: str, why: str) -> None:
-        """A run its job did not report: write its held rows, retry it, or fail it."""
-        action = self.ledger.unreported(run)
+    def settle_run(self, run: str, why: str, charged: bool = True) -> None:
+        """A run its job did not report: write its held rows, retry it, or fail it
+        (charged: whether this loss counts as one of its attempts, Ledger.unreported)."""
+        action = self.ledger.unreported(run, charged)
         if action == "release":
             self.write(self.ledger.release(run))
         elif action == "retry":
@@ -300,10 +302,11 @@ def _checked_status(result: dict[str, Any], plan: Plan) -> dict[str, Any]:
 
 
 def _failure(result: dict[str, Any]) -> str:
-    """Why a job did not deliver: the guest's message, or lab/run's exit and console."""
+    """Why a job did not deliver: the guest's message, or lab/run's exit and its own
+    words on it (a kill, a timeout), else the console's last lines."""
     status = result.get("status") or {}
     return status.get("message") or f"lab kernel exit {result.get('rc')}: " \
-        f"{result.get('console', '')}"
+        f"{result.get('verdict') or result.get('console', '')}"
 
 
 def _execution(opts: Options, limit: Limit, why: str, pool: Any) -> dict[str, Any]:

@@ -137,10 +137,10 @@ def _read_json(path: Path) -> Any:
 
 
 def _follow(jd: JobDir, kernel: LabKernel, on_event: Callable[[Event], None] | None,
-            stop: threading.Event | None) -> tuple[list[Event], int | None]:
+            stop: threading.Event | None) -> tuple[list[Event], int | None, str | None]:
     """Read events while the kernel runs; (events, lab/run's exit code or None if
-    stopped)."""
-    tail, events = EventTail(jd.path / "events.jsonl"), []
+    stopped, the run it had started and not finished when it ended, if any)."""
+    tail, events, running = EventTail(jd.path / "events.jsonl"), [], None
     host, peak = socket.gethostname(), jd.others()
     meter = kernel.meter()
     last = (time.monotonic(), *meter.sample())
@@ -150,17 +150,19 @@ def _follow(jd: JobDir, kernel: LabKernel, on_event: Callable[[Event], None] | N
         now = (time.monotonic(), *meter.sample())
         for ev in tail.read():
             if ev.get("started"):
-                peak, last = max(peak, jd.others()), now
+                peak, last, running = max(peak, jd.others()), now, ev["run"]
                 continue
+            if ev["run"] == running:
+                running = None
             ev.update(host=host, neighbours=peak, **host_share(last, now))
             peak, last = jd.others(), now
             events.append(ev)
             if on_event is not None:
                 on_event(ev)
         if rc is not None:
-            return events, rc
+            return events, rc, running
         if stop is not None and stop.is_set():
-            return events, None
+            return events, None, running
         time.sleep(POLL_S)
 
 
@@ -170,15 +172,18 @@ def run_job(spec: dict[str, Any], on_event: Callable[[Event], None] | None = Non
 
     on_event gets each finished run as it arrives (local runs stream them); stop, when
     set, stops the kernel early. Returns {"id", "host", "rc", "events", "status",
-    "search", "files", "console", "seconds"}: rc is lab/run's exit code (None if
-    stopped), status the guest's status.json (None if it never wrote one)."""
+    "search", "files", "console", "verdict", "running", "seconds"}: rc is lab/run's exit
+    code (None if stopped), status the guest's status.json (None if it never wrote
+    one), verdict lab/run's own words on how the kernel ended ("" when it said nothing),
+    running the run the kernel had started and not finished (None: none)."""
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "testbed.experiment.job_kernel"]
     with JobDir(spec) as jd:
         with LabKernel([*cmd, str(jd.path)], console=jd.path / "console.log",
                        timeout_s=int(spec["timeout_s"])) as kernel:
-            events, rc = _follow(jd, kernel, on_event, stop)
+            events, rc, running = _follow(jd, kernel, on_event, stop)
         return {"id": spec["id"], "host": socket.gethostname(), "rc": rc, "events": events,
                 "status": _read_json(jd.path / "status.json"),
                 "search": _read_json(jd.path / "search.json"), "files": jd.files(),
-                "console": kernel.tail(), "seconds": time.monotonic() - t0}
+                "console": kernel.tail(), "verdict": kernel.verdict(), "running": running,
+                "seconds": time.monotonic() - t0}

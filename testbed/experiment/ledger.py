@@ -11,7 +11,9 @@ Ledger  what happens to a finished run's rows: written (once: a run is never wri
         (auto only: emulator-limited while sharing the machine; the re-measurement is
         written whatever it shows). It also says what to do with runs a job never
         reported (a killed worker, a crashed kernel): run them again, up to a limit,
-        then record them as failed.
+        then record them as failed. Only the run the kernel was measuring when it died
+        counts an attempt (when the host knows which: a local kernel's event log says);
+        the runs it never started are simply measured later.
 """
 
 from __future__ import annotations
@@ -82,13 +84,18 @@ class Ledger:
         self.written[run] = ok(rows)
         return "write"
 
-    def unreported(self, run: str) -> str:
+    def unreported(self, run: str, charged: bool = True) -> str:
         """What to do with a run its job never reported: "release" (write the held
-        measurement), "retry" (run it again), or "fail" (record it as failed)."""
+        measurement), "retry" (run it again), or "fail" (record it as failed).
+        charged=False: the job died before it started this run (it was measuring
+        another), so the run is retried without counting an attempt; this stays bounded,
+        as every such loss charges the run that was under way."""
         if run in self.written:
             return "done"
         if run in self.held:
             return "release"
+        if not charged:
+            return "retry"
         self.attempts[run] = self.attempts.get(run, 0) + 1
         return "retry" if self.attempts[run] < MAX_ATTEMPTS else "fail"
 

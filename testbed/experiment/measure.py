@@ -6,14 +6,24 @@ pushed on the point's own teardown stack, undone in reverse even when the point 
 This runs in the lab kernel: it records what the host's scheduler gave the kernel (lab/run's
 meter, host_cpu_pct and host_wait_pct) but leaves marking a starved run to whoever
 receives its rows (marks.host_mark_rows).
+
+A stuck read is bounded twice. The loader fails a batch not read within
+workload.READ_TIMEOUT_S x k (300 s at k = 1), whatever the cause. And while the loaders
+read through the mounts, the storage host's nfsd is checked every SERVER_CHECK_S (1 s):
+once it has stopped serving (a hard mount, the default, would otherwise retry for ever)
+the mounts are shut down (NfsMount.shutdown), the blocked reads fail at once, and the
+point fails with a reason naming the server: its failed row was written 0.7-0.8 s after
+`rpc.nfsd 0` in the lab kernel (UML 7.2.7, 2026-12-06, tests/system/test_server_faults.py).
+On a kernel without the client's shutdown knob the loader's bound is what is left.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +39,11 @@ from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point
 from testbed.experiment.rig import Rig, counters
 from testbed.network import tcp_memory
-from testbed.services.nfs import NfsMount
+from testbed.services.nfs import NfsMount, NfsServer
+
+log = logging.getLogger(__name__)
+
+SERVER_CHECK_S = 1.0  # how often nfsd is checked while the loaders read (real seconds)
 
 
 @dataclass(frozen=True)
@@ -73,20 +87,49 @@ def shuffle_seed(point: Point, rep: int, worker: int) -> int:
     return (point.workload.seed + 1_000_003 * rep + worker) % 2**31
 
 
-def _run_loaders(roots: list[Path], point: Point, rep: int,
-                 paths: list[WorkerPath]) -> list[workload.LoaderRun]:
+class ServerWatch:
+    """The storage host's nfsd, watched while the loaders read through `mounts`: called
+    every SERVER_CHECK_S; the first time nfsd is found down, the reason is kept and every
+    mount is shut down, so that reads blocked on it fail at once (see the module
+    docstring). `reason` is None while the server served throughout."""
+
+    def __init__(self, server: NfsServer, mounts: list[NfsMount]) -> None:
+        self.server, self.mounts = server, mounts
+        self.reason: str | None = None
+
+    def __call__(self) -> None:
+        """Check the server once; on its first failure, shut the mounts down."""
+        if self.reason is not None or not self.mounts:
+            return
+        self.reason = self.server.why_down()
+        if self.reason is None:
+            return
+        log.warning("%s (the loaders were reading): shutting down %d mount(s)",
+                    self.reason, len(self.mounts))
+        for m in self.mounts:
+            m.shutdown()
+
+
+def _run_loaders(roots: list[Path], point: Point, rep: int, paths: list[WorkerPath],
+                 watch: ServerWatch | None = None) -> list[workload.LoaderRun]:
     """One loader per worker at once, each with its warm-up sized for its path and its
     own file order, all loading until every window is complete, then measured over the
-    stretch they all measured (workload.together: workers on a line share one window)."""
+    stretch they all measured (workload.together: workers on a line share one window).
+    `watch` is called every SERVER_CHECK_S while they load."""
     spec, k = point.workload, point.time_scale
     windows = [spec.window(warmup_bytes(point, p.rtt_ms, p.rate_mbit)) for p in paths]
     specs = [dataclasses.replace(spec, seed=shuffle_seed(point, rep, i))
              for i in range(len(roots))]
     together = workload.Together(len(roots))
     with ThreadPoolExecutor(len(roots)) as pool:
-        runs = list(pool.map(lambda a: workload.run_loader(a[0], a[1], a[2], k,
-                                                           together=together),
-                             zip(roots, specs, windows)))
+        futures = [pool.submit(workload.run_loader, root, s, w, k, together=together)
+                   for root, s, w in zip(roots, specs, windows)]
+        while wait(futures, timeout=SERVER_CHECK_S).not_done:
+            if watch is not None:
+                watch()
+        runs = [f.result() for f in futures]
+    if watch is not None and any(r.error for r in runs):
+        watch()  # a soft mount's reads may fail before the watch's next look
     workload.common_window(runs)
     return runs
 
@@ -134,9 +177,16 @@ def _load(rig: Rig, point: Point, rep: int, mounts: list[NfsMount],
     """Run the loaders; around them, read the fibres' counters, the CPU's busy time and
     lab/run's host meter: (the loaders' runs, what they measured besides)."""
     paths = [path_of(rig, point, w) for w in rig.workers]
+    assert rig.server is not None
+    watch = ServerWatch(rig.server, [m for m, p in zip(mounts, prepared)
+                                     if p.root == m.path or m.path in p.root.parents])
     before, busy0, total0, t0 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
     host0, mem0 = labkernel.host_sample(), _tcp_pressures(rig)
-    runs = _run_loaders([p.root for p in prepared], point, rep, paths)
+    runs = _run_loaders([p.root for p in prepared], point, rep, paths, watch)
+    if watch.reason is not None:
+        errors = "; ".join(f"{w}: {r.error}" for w, r in zip(rig.workers, runs) if r.error)
+        raise PointFailed(f"{watch.reason}" + (f"; the loaders' reads failed ({errors})"
+                                               if errors else ""))
     after, busy1, total1, t1 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
     host1, mem1 = labkernel.host_sample(), _tcp_pressures(rig)
     ctx = _Context([m.read_ahead_kb() for m in mounts],

@@ -11,7 +11,16 @@ NfsMount    one worker's mount, made with `nsenter --net=<worker ns> mount -t nf
             transport belongs to the worker's namespace (its traffic crosses the fibre)
             while the mount is visible to every process. Read-ahead is set on the mount's
             bdi; the options the kernel actually uses are read back from /proc/mounts.
-            Unmount at teardown, forced and then lazy if files are still open.
+            Unmount at teardown: plain, then (the client shut down first, see shutdown)
+            forced and lazy, each bounded, so that open files or a dead server cannot
+            hold it.
+
+A server that stops serving (NfsServer.why_down) leaves a hard mount retrying for ever:
+its readers wait in the kernel and a plain umount waits on the server. NfsMount.shutdown
+fails every RPC of the mount at once (EIO), through the NFS client's per-mount sysfs
+knob; measured on the lab kernel (UML 7.2.7) after `rpc.nfsd 0`: a reader blocked in
+read() got EIO within 0.1 s and a plain umount then took 0.0 s. Kernels without the knob
+(Debian 12's 6.1) keep the old behaviour: the loader's own bound, then a lazy unmount.
 
 Tools (mount, umount, exportfs, rpc.nfsd, rpc.mountd) run through testbed.launch.
 """
@@ -231,6 +240,16 @@ class NfsServer:
                 raise ServiceError(f"nfsd in {self.node} cannot listen on {transport} "
                                    f"{port}: {_last_line(proc)}")
         return self.portlist()
+
+    def why_down(self) -> str | None:
+        """None while nfsd serves (listens on its port in the storage namespace); else
+        why not, naming the server. Reads the namespace's TCP table in this process (no
+        tool started), so a watch may ask every second; call it from one thread at a time
+        (it enters the namespace)."""
+        if self._listening():
+            return None
+        return (f"nfsd in {self.node} ({self.net.namespace(self.node)}) stopped serving: "
+                f"nothing listens on port {NFS_PORT}")
 
     def kill(self) -> None:
         """Stop serving abruptly (threads to 0), as a crashed server would."""
@@ -452,25 +471,74 @@ class NfsMount:
                 n += 1
         return n
 
+    def shutdown(self) -> bool:
+        """Fail every outstanding and later RPC of this mount at once (EIO): the NFS
+        client's per-mount knob /sys/fs/nfs/<major:minor>/shutdown, which the kernel lists
+        in the sysfs view of the worker's namespace (where the mount's client lives).
+        What ends a hard mount's wait on a server that died (see the module docstring).
+        False where the kernel has no such knob or the mount is gone; never raises."""
+        dev = _device_of(self.path)
+        if dev is None:
+            return False
+        knob = f"/sys/fs/nfs/{dev}/shutdown"
+        script = f"mount -t sysfs sysfs /sys && [ -e {knob} ] || exit 3; echo 1 > {knob}"
+        try:
+            proc = _run(ns_shell(self.net.netns_path(self.worker), script), 30,
+                        f"shut down the NFS client of {self.path}")
+        except ServiceError as exc:
+            log.warning("%s", exc)
+            return False
+        if proc.returncode != 0:
+            log.warning("cannot shut down the NFS client of %s (%s): %s", self.path,
+                        "no shutdown knob in this kernel" if proc.returncode == 3
+                        else "error", _last_line(proc))
+            return False
+        log.info("NFS client of %s shut down: its RPCs fail from now on", self.path)
+        return True
+
     def unmount(self) -> None:
-        """Unmount (plain, then forced, then lazy if files are still open) and remove the
-        mount point; idempotent. Raises ServiceError if every attempt failed."""
+        """Unmount and remove the mount point; idempotent. A plain umount first; if it
+        fails or overruns UMOUNT_S (files still open; a dead server's hard mount waits on
+        it), the client is shut down (shutdown) and forced, then lazy unmounts follow,
+        each bounded. Raises ServiceError if every attempt failed."""
         if not self.mounted:
             return
         if _is_mounted(self.path):
-            for flags in ([], ["-f"], ["-l"]):  # bounded: a lossy or dead server must not hang
-                proc = _run(["umount", *flags, str(self.path)], UMOUNT_S, f"umount {self.path}")
-                if proc.returncode == 0:
+            for flags in ([], ["-f"], ["-l"]):
+                why = self._umount(flags)
+                if not why:
                     break
-                log.info("umount %s %s: %s", " ".join(flags), self.path, _last_line(proc))
+                log.info("umount %s %s: %s", " ".join(flags), self.path, why)
+                if not flags:
+                    self.shutdown()
             else:
-                raise ServiceError(f"cannot unmount {self.path}: {_last_line(proc)}")
+                raise ServiceError(f"cannot unmount {self.path}: {why}")
         self.mounted = False
         self.net.state.drop_mount(str(self.path))
         try:
             self.path.rmdir()
         except OSError:
             pass
+
+    def _umount(self, flags: list[str]) -> str:
+        """One bounded umount attempt: "" when it worked, else why not (a hung umount is
+        killed after UMOUNT_S and reported, never raised)."""
+        try:
+            proc = _run(["umount", *flags, str(self.path)], UMOUNT_S, f"umount {self.path}")
+        except ServiceError as exc:
+            return str(exc)
+        return "" if proc.returncode == 0 else _last_line(proc)
+
+
+def _device_of(path: Path) -> str | None:
+    """The major:minor of the mount at `path` (/proc/self/mountinfo, read without
+    touching the path, so a dead server cannot hang it); None if nothing is mounted."""
+    found = None
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == str(path):
+            found = fields[2]  # the last one: the mount on top
+    return found
 
 
 def _is_mounted(path: Path) -> bool:

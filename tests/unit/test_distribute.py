@@ -147,6 +147,25 @@ def test_a_lost_job_runs_again_and_twice_lost_is_failed(tmp_path):
     assert any(ids[3] in s["runs"] and len(s["runs"]) == 1 for s in d.pool.specs)
 
 
+def test_only_the_run_under_way_when_its_kernel_died_counts_an_attempt(tmp_path):
+    """A kernel killed twice while it measures the 1000 km run: that run is failed; the
+    runs after it, which no kernel ever started, are measured, not failed with it."""
+    plan = make_plan(tmp_path)
+    ids = list(jobs.grid_runs(plan))
+
+    def script(spec, n):
+        if n <= 2:
+            done = spec["runs"][:spec["runs"].index(ids[1])]
+            return [event(plan, r) for r in done], {"rc": 125, "status": None,
+                                                    "running": ids[1]}
+        return [event(plan, r) for r in spec["runs"]], {}
+
+    d, store = dispatch(plan, tmp_path, script, parallel=1)
+    assert dict((r, s) for r, s, _ in csv_runs(store)) == {
+        ids[0]: "ok", ids[1]: "failed", ids[2]: "ok", ids[3]: "ok"}
+    assert len(csv_runs(store)) == 4 and d.outcome.failed == [ids[1]]
+
+
 def test_a_re_run_reporting_an_already_written_run_is_skipped(tmp_path):
     plan = make_plan(tmp_path)
     ids = list(jobs.grid_runs(plan))
