@@ -124,6 +124,19 @@ def kernel_at_least(version: tuple[int, int]) -> bool:
     return m is not None and (int(m.group(1)), int(m.group(2))) >= version
 
 
+NFS_SHUTDOWN_LINUX = (6, 7)  # /sys/fs/nfs/<dev>/shutdown: the client's per-mount switch
+
+
+@pytest.fixture
+def nfs_client_shuts_down() -> None:
+    """Skip on kernels older than the NFS client's sysfs shutdown switch (Linux 6.7):
+    without it a read stuck on a dead server's hard mount waits out the loader's
+    READ_TIMEOUT_S (x k) instead of failing at once."""
+    if not kernel_at_least(NFS_SHUTDOWN_LINUX):
+        pytest.skip(f"Linux {platform.release()} has no NFS client shutdown switch "
+                    "(/sys/fs/nfs/*/shutdown: Linux >= 6.7)")
+
+
 @pytest.fixture
 def kernel_keeps_netem_seed() -> bool:
     """Whether this kernel takes and dumps netem's seed (Linux >= 6.3)."""

@@ -94,8 +94,8 @@ def _stop_nfsd(namespace):
                timeout=30, what="rpc.nfsd 0")
 
 
-def test_nfsd_killed_mid_read_fails_the_point_and_the_next_starts_clean(real_kernel,
-                                                                        tmp_path):
+def test_nfsd_killed_mid_read_fails_the_point_and_the_next_starts_clean(
+        real_kernel, nfs_client_shuts_down, tmp_path):
     f = tmp_path / "faults.toml"
     f.write_text(EXPERIMENT)
     out = tmp_path / "out"
