@@ -15,6 +15,9 @@
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
     testbed report DIR --markdown               a results folder's table as GitHub markdown
     testbed docs [--check]                      regenerate (check) README/docs result tables
+    testbed trace record [--root DIR] [--out FILE] [--timeout S] -- CMD...
+                                                record a job's file I/O (strace)
+    testbed trace show FILE                     what a recorded trace holds
 
 Exit status: 0 done; 1 a runtime failure (or a point of an experiment failed); 2 bad input
 (one line naming the file/key/value and what is allowed; nothing created in the kernel);
@@ -497,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     _probe_parser(sub)
     _analyse_parser(sub)
     _report_parsers(sub)
+    _trace_parsers(sub)
     return p
 
 
@@ -587,6 +591,54 @@ def _report_parsers(sub: Any) -> None:
                         "and docs/*.md from their results folders")
     dp.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
     dp.set_defaults(func=cmd_docs)
+
+
+def cmd_trace_record(args: argparse.Namespace) -> int:
+    """Run a command under strace and write its file I/O under --root as a trace."""
+    import time
+    from testbed.workload import trace
+    argv = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not argv:
+        raise SpecError("trace record: give the command to record after --, e.g. "
+                        "testbed trace record --root DATA -- python job.py")
+    if args.root is not None and not Path(args.root).is_dir():
+        raise SpecError(f"trace record: --root {args.root}: not a folder")
+    if not 0 < args.timeout <= 7 * 86400:
+        raise SpecError("trace record: --timeout must be 0..604800 s")
+    dest = args.out or f"{Path(argv[0]).name}-{time.strftime('%Y%m%d-%H%M%S')}.trace"
+    _writable("--out", dest)
+    recorded = trace.record(argv, dest, args.root, timeout_s=args.timeout)
+    out.print(f"trace: {dest} ({len(recorded.events)} events, {len(recorded.files)} files)",
+              markup=False)
+    return 0
+
+
+def cmd_trace_show(args: argparse.Namespace) -> int:
+    """Print what a trace holds: files, bytes, reads, streams, compute gaps, duration."""
+    from testbed.workload import trace
+    for k, v in trace.summary(trace.load(args.file)).items():
+        out.print(f"{k:>14}  {v}", markup=False)
+    return 0
+
+
+def _trace_parsers(sub: Any) -> None:
+    tr = sub.add_parser("trace", help="record a job's file I/O (strace) or show a trace")
+    tsub = tr.add_subparsers(dest="trace_command", required=True, parser_class=Parser)
+    rec = tsub.add_parser("record", help="run CMD under strace; write its reads of files "
+                          "under --root as a trace")
+    rec.add_argument("--root", default=None, metavar="DIR",
+                     help="the job's data folder (default: this folder); only files "
+                     "under it are recorded")
+    rec.add_argument("--out", default=None, metavar="FILE",
+                     help="the trace file (default CMD-DATE-TIME.trace here)")
+    rec.add_argument("--timeout", type=_finite, default=3600.0, metavar="S",
+                     help="stop the job after S seconds (default 3600)")
+    rec.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the command and its arguments")
+    rec.set_defaults(func=cmd_trace_record)
+    sh = tsub.add_parser("show", help="files, bytes, reads, read sizes, streams, compute "
+                         "gaps and duration of a trace")
+    sh.add_argument("file", help="a trace file (testbed trace record writes them)")
+    sh.set_defaults(func=cmd_trace_show)
 
 
 def _signals() -> None:

@@ -45,7 +45,8 @@ def test_bad_input_is_one_line(args, needle):
 
 
 HELP = [[], ["topo"], ["topo", "list"], ["topo", "show"], ["up"], ["clean"], ["run"],
-        ["demo"], ["probe"], ["analyse"], ["knobs"]]
+        ["demo"], ["probe"], ["analyse"], ["knobs"], ["trace"], ["trace", "record"],
+        ["trace", "show"]]
 
 
 def test_knobs_lists_the_dimension_table(capsys):
@@ -70,7 +71,7 @@ def test_every_command_has_help_listed():
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     commands = {"topo", "knobs", "up", "clean", "run", "demo", "advise", "probe", "analyse",
-                "report", "docs"}
+                "report", "docs", "trace"}
     assert commands <= set(sub.choices), commands - set(sub.choices)
     text = parser.format_help()
     for cmd in sorted(sub.choices):  # each on a line of its own, with its help text
