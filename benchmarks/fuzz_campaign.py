@@ -3,7 +3,8 @@ campaign size. Runs each test of tests/unit/test_fuzz_properties.py under Hypoth
 "campaign" profile (random, not derandomized), one pytest process per test, at nice 19,
 --jobs of them at once, with --total examples shared out evenly and a CPU-time budget of
 2 s per call (FUZZ_CPU_BUDGET_S: CPU, not wall time, so that a busy machine does not
-count as slow code), and prints per test the examples it ran and any failure (the
+count as slow code) and a run registry of its own (APN_STATE_DIR: a `testbed run` elsewhere
+on the host is not taken for one the input started), and prints per test the examples it ran and any failure (the
 falsifying example, its error and a blob to reproduce it), then
 
     FUZZ examples=<n> violations=<n> seconds=<x>
@@ -25,8 +26,10 @@ import math
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -66,8 +69,9 @@ def _limit_memory(gib: float) -> None:
 
 def run_test(name: str, examples: int, gib: float) -> Outcome:
     """Run one property test at `examples` examples under the campaign profile."""
+    state = tempfile.mkdtemp(prefix="fuzz-state-")  # other runs on this host stay out of it
     env = dict(os.environ, HYPOTHESIS_PROFILE="campaign", FUZZ_EXAMPLES=str(examples),
-               FUZZ_CPU_BUDGET_S=str(CPU_BUDGET_S))
+               FUZZ_CPU_BUDGET_S=str(CPU_BUDGET_S), APN_STATE_DIR=state)
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", f"{TESTS}::{name}", "-q",
                            "-p", "no:cacheprovider", "--hypothesis-show-statistics",
@@ -75,6 +79,7 @@ def run_test(name: str, examples: int, gib: float) -> Outcome:
                           capture_output=True, text=True, cwd=REPO, env=env,
                           preexec_fn=lambda: _limit_memory(gib))
     seconds = time.monotonic() - t0
+    shutil.rmtree(state, ignore_errors=True)
     ran = sum(int(p) + int(f) for p, f, _ in COUNTS.findall(proc.stdout))
     return Outcome(name, ran, proc.returncode != 0, _failure(proc.stdout, proc.stderr),
                    seconds)

@@ -8,7 +8,8 @@ usage errors leave by SystemExit(2), the command's exit); on 2 stderr is exactly
 line, `testbed: error: ...`, and no traceback; the call costs under 2 s of CPU time (in
 the campaign, a benchmark, which sets FUZZ_CPU_BUDGET_S: CPU time, so that a busy machine
 is not taken for slow code; the CI profile only allows CI_DEADLINE of wall time per call,
-and a call still running after HANG_S is stopped and reported as a hang); nothing
+and a call still running after HANG_S of CPU time or HANG_WALL_S of wall time is stopped
+and reported as a hang); nothing
 is created outside the example's input folder (the working directory stays empty, no run
 registry or namespace appears). `analyse` returns 0 for a capture with no NFS in it
 ("nothing found" is a summary of zeros, not an error) and may return 1 with one line (a
@@ -48,7 +49,8 @@ from testbed.paths import EXPERIMENTS, REPO
 
 CI_DEADLINE = timedelta(seconds=10)
 CPU_BUDGET_S = float(os.environ.get("FUZZ_CPU_BUDGET_S", "0"))  # 0: not checked
-HANG_S = 30.0
+HANG_S = 30.0  # of CPU time
+HANG_WALL_S = 600.0  # of wall time: a call blocked, not slow
 CI_EXAMPLES = 60
 # Generation is slow by design (whole documents, deep nesting, pcaps) and the sandbox
 # fixture is emptied by hand between examples.
@@ -106,25 +108,32 @@ def _stderr_logging(err: io.StringIO) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _watchdog(seconds: float) -> Iterator[None]:
-    """Raise Hang in the main thread after `seconds`."""
-    def ring(_signum: int, _frame: object) -> None:
-        raise Hang(f"still running after {seconds:g} s")
-    old = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+def _watchdog(cpu_s: float, wall_s: float) -> Iterator[None]:
+    """Raise Hang in the main thread after `cpu_s` of the process's CPU time (a loop that
+    never ends, however slowly a busy host runs it) or `wall_s` of wall time (a call
+    blocked for good)."""
+    def ring(signum: int, _frame: object) -> None:
+        what = "CPU" if signum == signal.SIGPROF else "wall"
+        raise Hang(f"still running after {cpu_s if what == 'CPU' else wall_s:g} s of "
+                   f"{what} time")
+    old = {sig: signal.signal(sig, ring) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    signal.setitimer(signal.ITIMER_REAL, wall_s)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def call(argv: list[str]) -> Outcome:
     """`testbed ARGV` in process: its exit status, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     cpu0 = time.process_time()
-    with _watchdog(HANG_S), _stderr_logging(err), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
+    with _watchdog(HANG_S, HANG_WALL_S), _stderr_logging(err), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = cli.main(argv)
         except SystemExit as exc:  # argparse: one line, exit 2 (cli.Parser.error)
