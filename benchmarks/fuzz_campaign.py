@@ -9,7 +9,7 @@ falsifying example, its error and a blob to reproduce it), then
 
     FUZZ examples=<n> violations=<n> seconds=<x>
 
-    nice -n 19 .venv/bin/python benchmarks/fuzz_campaign.py [--total 100000] [-k NAME]
+    nice -n 19 .venv/bin/python benchmarks/fuzz_campaign.py [--total 100000] [-k NAME[,NAME]]
         [--jobs 2] [--memory-gib 6] > fuzz-campaign.log
 
 examples counts the examples the tests ran (Hypothesis' statistics: passing and failing,
@@ -100,7 +100,8 @@ def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--total", type=int, default=100_000,
                     help="examples over all tests, shared out evenly (default 100000)")
-    ap.add_argument("-k", dest="only", default="", help="only tests whose name has this")
+    ap.add_argument("-k", dest="only", default="",
+                    help="only tests whose name has this (several: comma-separated)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="tests run at once (default 1; each is one process)")
     ap.add_argument("--memory-gib", type=float, default=6.0,
@@ -111,7 +112,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     """Run the campaign and print its closing line; 1 when a test failed."""
     args = parse_args()
-    names = [n for n in test_names() if args.only in n]
+    names = [n for n in test_names() if any(k in n for k in args.only.split(","))]
     each = math.ceil(args.total / len(names))
     print(f"fuzz campaign: {len(names)} tests x {each} examples (profile campaign)",
           flush=True)
