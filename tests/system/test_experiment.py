@@ -76,6 +76,7 @@ def test_cache_and_staged_paths_report_preparation(real_kernel, tmp_path):
     assert not list((tmp_path / "out").glob("*.img"))
 
 
+@pytest.mark.runner
 def test_resume_after_kill_measures_each_point_once(real_kernel, tmp_path):
     f = tmp_path / "resume.toml"
     f.write_text(SHORT.format(extra='nconnect = [1, 2]'))
@@ -131,6 +132,7 @@ readers = 1
 """
 
 
+@pytest.mark.runner
 def test_a_failing_point_is_recorded_and_the_next_starts_clean(real_kernel, tmp_path):
     """A fibre losing half its packets under a soft mount with a 0.1 s timeout cannot be
     measured: its rows say failed and why, carry no AU, the sweep goes on to the next

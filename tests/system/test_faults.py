@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.runner]
 
 STATE = Path("/run/apn-testbed")
 NETNS = Path("/run/netns")

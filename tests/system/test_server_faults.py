@@ -24,7 +24,7 @@ from testbed import launch
 from testbed.experiment.measure import SERVER_CHECK_S
 from testbed.workload.loader import READ_TIMEOUT_S
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.runner]
 
 STATE = Path("/run/apn-testbed")
 NETNS = Path("/run/netns")
