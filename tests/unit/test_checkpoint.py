@@ -3,11 +3,17 @@ llama3 configs sized exactly as DLIO's formula does (and set against MLPerf's pu
 totals), a write read back byte for byte, corruption and short files caught with one
 line, an I/O error that cuts a write off never counted as written."""
 
+import errno
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from testbed.errors import SpecError
+from testbed.errors import SpecError, WorkloadError
+from testbed.workload import checkpoint as ck
 from testbed.workload import checkpoint_size as cs
 from testbed.workload import presets
 
@@ -134,3 +140,162 @@ def test_scaled_keeps_names_and_proportions_exactly():
     whole = sum(f.nbytes for f in files)
     assert all(abs(s.nbytes / (64 << 20) - f.nbytes / whole) < 1e-6 for s, f in zip(small, files))
     assert [f.nbytes for f in cs.zero3_files(0, 7_000)] == [1_000, 6_000]  # fp16 : 3 x fp32
+
+
+SIZE, TRANSFER = (3 << 20) + 123, (256 << 10) + 5  # nothing aligned, on purpose
+
+
+def written(tmp_path, rank=1, index=2):
+    w = ck.write(tmp_path, rank, SIZE, seed=11, transfer_size=TRANSFER, index=index)
+    return w, tmp_path / "global_epoch1_step2"
+
+
+def test_round_trip(tmp_path):
+    w, folder = written(tmp_path)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "zero_pp_rank_1_mp_rank_0_model_states.pt", "zero_pp_rank_1_mp_rank_0_optim_states.pt"]
+    assert w.nbytes == SIZE == sum(p.stat().st_size for p in folder.iterdir())
+    assert w.write_s > 0 and w.fsync_s > 0 and w.wall_s >= w.seconds and w.MB_s > 0
+    assert ck.drop_cache(folder) == 2
+    r = ck.read_back(tmp_path, 1, SIZE, seed=11, transfer_size=1 << 20, index=2)
+    assert r.problem is None and r.nbytes == SIZE and r.digest == w.digest and r.read_s > 0
+    assert ck.verify(w, r) is None
+    other = ck.write(tmp_path / "b", 1, SIZE, seed=12, transfer_size=TRANSFER, index=2)
+    assert other.digest != w.digest  # the seed makes the content
+
+
+def corrupt_flip(path):
+    data = bytearray(path.read_bytes())
+    data[100_000] ^= 0x01
+    path.write_bytes(data)
+
+
+def corrupt_truncate(path):
+    os.truncate(path, path.stat().st_size - 1)
+
+
+def corrupt_misplace(path):
+    data = bytearray(path.read_bytes())
+    data[5 * ck.UNIT:6 * ck.UNIT] = data[2 * ck.UNIT:3 * ck.UNIT]
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("damage,reason", [
+    (corrupt_flip, r"optim_states.pt: byte 100000 differs from what was written"),
+    (corrupt_truncate, r"optim_states.pt is \d+ bytes, \d+ were written"),
+    (corrupt_misplace, r"byte 3277\d\d differs .*unit there is rank 1's checkpoint 2, file 1, "
+                       r"offset 131072"),
+    (Path.unlink, r"optim_states.pt is missing"),
+])
+def test_damage_is_a_failed_checkpoint_with_one_line(tmp_path, damage, reason):
+    w, folder = written(tmp_path)
+    damage(folder / "zero_pp_rank_1_mp_rank_0_optim_states.pt")
+    r = ck.read_back(tmp_path, 1, SIZE, seed=11, transfer_size=TRANSFER, index=2)
+    why = ck.verify(w, r)
+    assert why is not None and "\n" not in why
+    assert re.search(reason, why), why
+
+
+def test_verify_compares_with_the_write(tmp_path):
+    w, _ = written(tmp_path)
+    r = ck.read_back(tmp_path, 1, SIZE, seed=11, transfer_size=TRANSFER, index=2)
+    assert "digest" in ck.verify(ck.WriteResult(**{**w.__dict__, "digest": "0" * 64}), r)
+    assert ck.verify(None, r) is None
+
+
+def full_disk_after(monkeypatch, limit):
+    """os.write fails with ENOSPC once `limit` bytes are written (and writes short before)."""
+    real, state = os.write, {"n": 0}
+
+    def fake(fd, data):
+        if state["n"] >= limit:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = real(fd, bytes(data)[:min(len(data), 50_000)])  # short writes are continued
+        state["n"] += n
+        return n
+    monkeypatch.setattr(ck.os, "write", fake)
+
+
+def test_enospc_raises_and_leaves_nothing(tmp_path, monkeypatch):
+    full_disk_after(monkeypatch, 2 << 20)
+    with pytest.raises(WorkloadError, match=r"checkpoint 2 rank 1: writing "
+                       r"zero_pp_rank_1_mp_rank_0_optim_states.pt: ENOSPC .*partial files "
+                       r"removed") as e:
+        written(tmp_path)
+    assert "\n" not in str(e.value)
+    assert list((tmp_path / "global_epoch1_step2").iterdir()) == []
+
+
+def test_eio_at_fsync_raises(tmp_path, monkeypatch):
+    def fail(fd):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(ck.os, "fsync", fail)
+    with pytest.raises(WorkloadError, match="EIO"):
+        written(tmp_path)
+
+
+def test_file_size_limit_of_the_kernel_stops_a_write(tmp_path):
+    """A real refusal from the kernel (RLIMIT_FSIZE: EFBIG) in a child process."""
+    code = ("import resource, signal, sys\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+            "from testbed.workload import checkpoint as ck\n"
+            "from testbed.errors import WorkloadError\n"
+            "try:\n"
+            f"    ck.write({str(tmp_path)!r}, 0, 4 << 20, seed=1, transfer_size=1 << 16)\n"
+            "except WorkloadError as e:\n"
+            "    print(e); sys.exit(3)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "EFBIG" in proc.stdout and "partial files removed" in proc.stdout
+    assert list((tmp_path / "global_epoch1_step1").iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ck.RANK_KINDS)
+def test_run_checkpoints_writes_then_reads_every_rank(tmp_path, kind):
+    plan = ck.CheckpointPlan(ck.even_layouts(2, 1 << 20), seed=3, transfer_size=1 << 18,
+                             num_write=2, num_read=2, interval_s=0.01)
+    run = ck.run_checkpoints(tmp_path, plan, kind)
+    assert run.error is None
+    assert [(r.phase, r.index, r.rank) for r in run.results] == [
+        (p, i, k) for p in ("write", "read") for i in (1, 2) for k in (0, 1)]
+    assert all(r.ok and r.nbytes == 1 << 20 and r.MB_s > 0 for r in run.results)
+    s = ck.summarise(run, plan.interval_s)
+    assert s["failed"] == 0 and s["write_checkpoint_MB"] == pytest.approx(2 * 1.048576)
+    assert s["write_duration_s"] == pytest.approx(
+        (max(r.seconds for r in run.of("write", 1)) + max(r.seconds for r in run.of("write", 2))) / 2)
+    assert 0 < s["training_time_lost_pct"] < 100
+
+
+def test_a_failing_rank_stops_the_run_and_counts_nothing(tmp_path, monkeypatch):
+    real = ck.write
+
+    def rank1_full(folder, rank, *args, **kw):
+        if rank == 1 and kw.get("index") == 2:
+            raise WorkloadError("checkpoint 2 rank 1: writing x: ENOSPC (No space left on device)")
+        return real(folder, rank, *args, **kw)
+    monkeypatch.setattr(ck, "write", rank1_full)
+    plan = ck.CheckpointPlan(ck.even_layouts(2, 1 << 16), num_write=3, num_read=1)
+    run = ck.run_checkpoints(tmp_path, plan, "thread")
+    assert "ENOSPC" in run.error
+    failed = [r for r in run.results if not r.ok]
+    assert {r.rank for r in failed} == {0, 1} and all(r.nbytes == 0 for r in failed)
+    assert any("another rank failed" in r.reason for r in failed)
+    assert not run.of("write", 3) and not run.of("read", 1)
+    assert ck.summarise(run, 0.0)["failed"] == 2
+
+
+def test_training_time_lost():
+    assert ck.training_time_lost_pct(1.0, 9.0) == pytest.approx(10.0)
+    assert ck.training_time_lost_pct(0.0, 5.0) == 0.0
+    with pytest.raises(SpecError):
+        ck.training_time_lost_pct(-1.0, 5.0)
+
+
+@pytest.mark.parametrize("bad", [
+    dict(layouts=()), dict(num_write=1, num_read=2), dict(transfer_size=0),
+    dict(interval_s=float("nan")), dict(num_write=-1)])
+def test_plans_refused(bad):
+    with pytest.raises(SpecError):
+        ck.CheckpointPlan(**{"layouts": ck.even_layouts(1, 10), **bad})
