@@ -3,15 +3,15 @@ v2.0's checkpointing benchmark), rank by rank, under a folder. Knows nothing of 
 namespaces: it writes and reads files under a path.
 
 write        one rank's files of checkpoint N (DLIO's names, under global_epoch1_stepN/)
-             in transfer_size writes, then fsync; the time in open/write calls and in
-             fsync/close calls apart; a blake2b digest of the bytes written. An I/O error
+             in transfer_size writes, then fsync; the time writing and the time in
+             fsync/close apart; a blake2b digest of the content. An I/O error
              (EIO, ENOSPC, a soft mount timing out) raises WorkloadError; the partial files
              of that checkpoint are REMOVED (the message names any that could not be).
 drop_cache   POSIX_FADV_DONTNEED on every file (after fsync the pages are clean): the
              next read crosses the fibre, as MLPerf's "clear the cache" before reading.
-read_back    reads the files back (time in open/read calls, digest) and compares every
-             byte with what was written: the first difference, a missing or short file
-             is a one-line problem.
+read_back    reads the files back (time, digest) and compares every byte with what
+             was written: the first difference, a missing or short file is a one-line
+             problem.
 verify       a write and its read-back: None, or the one-line reason the checkpoint failed.
 run_checkpoints  DLIO's loop for several ranks (threads or processes, one per rank):
              num_write times {compute time_between_checkpoints; barrier; write}, caches
@@ -21,10 +21,16 @@ summarise    the slowest rank per checkpoint (MLPerf: duration the max over rank
              throughput the min), and the training time lost to blocking writes.
 
 Content: units of UNIT bytes, each a header (magic, seed, rank, checkpoint, file, offset)
-then a block drawn once per (seed, rank, checkpoint, file): cheap to make, and a unit
-found in the wrong place says where it came from. What is not emulated: torch.save's
-serialisation (CPU before the first write; generating and hashing here are left out of
-the timed calls, and counted in wall_s).
+then a block drawn once per (seed, rank, checkpoint, file): cheap to make (a copy per
+byte, as torch.save's serialisation of tensors in memory), compared byte for byte as it
+is read back (a memcmp), and a unit found in the wrong place says where it came from.
+
+Timing is wall time split into contiguous laps: nothing between two laps goes untimed,
+so the page cache's writeback and the client's read-ahead, which run in the background,
+are always inside a measured interval (time counted only inside the calls would let
+bytes cross the fibre unmeasured). The blake2b digests (hashing costs ~3 ms/MiB of CPU,
+as much as the fibre's time at 1 Gbit/s) are computed outside the timed laps, from the
+content: a read-back that matched byte for byte has the written content's digest.
 """
 
 from __future__ import annotations
@@ -87,9 +93,9 @@ def where_from(unit: bytes) -> str:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """One rank's checkpoint written and flushed. write_s: open and write calls (and the
-    checkpoint folder's mkdir); fsync_s: fsync and close calls; wall_s: all of it,
-    generating and hashing included."""
+    """One rank's checkpoint written and flushed. write_s: the checkpoint folder's mkdir,
+    each file's open and writes; fsync_s: each file's fsync and close (the two add up to
+    the write's wall time); wall_s: that and the digest; digest: blake2b of the content."""
 
     rank: int
     index: int
@@ -113,8 +119,9 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class ReadResult:
-    """One rank's checkpoint read back: read_s in open and read calls, the digest of the
-    bytes read, and the problem found (None when every byte is what was written)."""
+    """One rank's checkpoint read back: read_s its wall time (opens, reads and the
+    comparison), the problem found (None when every byte is what was written) and the
+    digest of what was read ('' when it differed)."""
 
     rank: int
     index: int
@@ -130,7 +137,8 @@ class ReadResult:
         return self.nbytes / self.read_s / 1e6 if self.read_s > 0 else float("nan")
 
 
-def _layout(rank: int, size_bytes: int, files: Sequence[ShardFile] | None) -> tuple[ShardFile, ...]:
+def _layout(rank: int, size_bytes: int,
+            files: Sequence[ShardFile] | None) -> tuple[ShardFile, ...]:
     """The rank's files holding size_bytes: DLIO's names and proportions when given,
     else the two files of a ZeRO-3 rank (see checkpoint_size.zero3_files)."""
     if not isinstance(size_bytes, int) or isinstance(size_bytes, bool) or size_bytes < 1:
@@ -143,26 +151,31 @@ def _check_transfer(transfer_size: int) -> None:
         raise SpecError(f"transfer_size: {transfer_size!r}; must be an integer >= 1 (bytes)")
 
 
-class _Clock:
-    """Seconds spent in timed calls, by kind."""
+class _Laps:
+    """Wall time split into contiguous laps by kind: each lap runs from the end of the
+    previous one, so no moment between the first and the last goes untimed."""
 
     def __init__(self) -> None:
+        self.start = self.mark = time.perf_counter()
         self.spent: dict[str, float] = {}
 
-    def call(self, kind: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """fn(*args), its time added to `kind`'s (even when it raises)."""
-        t0 = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            self.spent[kind] = self.spent.get(kind, 0.0) + time.perf_counter() - t0
+    def lap(self, kind: str) -> None:
+        """The time since the last lap, added to `kind`'s."""
+        now = time.perf_counter()
+        self.spent[kind] = self.spent.get(kind, 0.0) + now - self.mark
+        self.mark = now
+
+    def get(self, kind: str) -> float:
+        """Seconds of `kind` so far."""
+        return self.spent.get(kind, 0.0)
 
 
 def write(folder: str | Path, rank: int, size_bytes: int, seed: int, transfer_size: int,
           fsync: bool = True, *, index: int = 1,
           files: Sequence[ShardFile] | None = None) -> WriteResult:
     """Write rank `rank`'s files of checkpoint `index` (size_bytes in all, in files named
-    and proportioned as `files`, default a ZeRO-3 rank's two) under folder/global_epoch1_step<index>/.
+    and proportioned as `files`, default a ZeRO-3 rank's two) under
+    folder/global_epoch1_step<index>/.
 
     Returns the WriteResult; raises WorkloadError (one line) when an I/O error cuts the
     write off, after removing the partial files of this checkpoint; SpecError for bad
@@ -170,47 +183,91 @@ def write(folder: str | Path, rank: int, size_bytes: int, seed: int, transfer_si
     _check_transfer(transfer_size)
     layout = _layout(rank, size_bytes, files)
     where = Path(folder) / folder_of(index)
-    clock, digest, done = _Clock(), hashlib.blake2b(digest_size=DIGEST_BYTES), []
+    done: list[Path] = []
     buf = memoryview(bytearray(transfer_size))
-    t0 = time.perf_counter()
+    laps = _Laps()
     try:
-        clock.call("write", lambda: where.mkdir(parents=True, exist_ok=True))
+        _mkdir_step(where)
         for file_no, shard in enumerate(layout):
             path = where / shard.name
             done.append(path)
             _write_file(path, shard.nbytes, Pattern(seed, rank, index, file_no), buf,
-                        clock, digest, fsync)
+                        laps, fsync)
     except OSError as exc:
         raise WorkloadError(f"checkpoint {index} rank {rank}: writing "
                             f"{done[-1].name if done else where}: {_reason(exc)}; "
                             f"{_remove(done)}") from None
-    return WriteResult(rank, index, sum(s.nbytes for s in layout),
-                       clock.spent.get("write", 0.0), clock.spent.get("fsync", 0.0),
-                       time.perf_counter() - t0, digest.hexdigest(),
+    digest = content_digest(layout, seed, rank, index)
+    return WriteResult(rank, index, sum(s.nbytes for s in layout), laps.get("write"),
+                       laps.get("fsync"), time.perf_counter() - laps.start, digest,
                        tuple(str(p) for p in done))
 
 
-def _write_file(path: Path, nbytes: int, pattern: Pattern, buf: memoryview, clock: _Clock,
-                digest: Any, fsync: bool) -> None:
-    """One file in len(buf) writes (a short write is continued), then fsync and close."""
-    fd = clock.call("write", os.open, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def content_digest(layout: Sequence[ShardFile], seed: int, rank: int, index: int) -> str:
+    """blake2b of a rank's checkpoint content, file after file (what write() writes)."""
+    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    buf = memoryview(bytearray(16 * UNIT))
+    for file_no, shard in enumerate(layout):
+        pattern = Pattern(seed, rank, index, file_no)
+        for off in range(0, shard.nbytes, len(buf)):
+            chunk = buf[:min(len(buf), shard.nbytes - off)]
+            pattern.fill(chunk, off)
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def make_folder(path: str | Path) -> None:
+    """Create a folder and its parents from the top down, a folder that exists (made by
+    another client meanwhile) being fine: DLIO's create_namespace, done by every rank
+    before its first checkpoint.
+
+    Never looks a name up before creating it: an NFS client caches a lookup that found
+    nothing, and trusts it while the parent's attributes are cached, even after its own
+    mkdir of that name answered EEXIST (measured with two clients at 1,000 km: Python's
+    mkdir(parents=True, exist_ok=True), which tries the deepest folder first, failed with
+    EEXIST, and the folder stayed invisible to that client for 60-90 s)."""
+    p = Path(path).absolute()
+    for level in [*reversed(p.parents), p]:
+        try:
+            os.mkdir(level)
+        except FileExistsError:
+            pass
+
+
+def _mkdir_step(where: Path) -> None:
+    """The checkpoint's own folder (DLIO's create_node, timed: one round trip on NFS),
+    made by whichever rank comes first; its parents too when they are missing."""
+    try:
+        os.mkdir(where)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        make_folder(where)  # one client alone: nothing cached can be stale
+
+
+def _write_file(path: Path, nbytes: int, pattern: Pattern, buf: memoryview, laps: _Laps,
+                fsync: bool) -> None:
+    """One file in len(buf) writes (a short write is continued), then fsync and close
+    (close's own flush when fsync is off)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         off = 0
         while off < nbytes:
             chunk = buf[:min(len(buf), nbytes - off)]
             pattern.fill(chunk, off)
-            digest.update(chunk)
             sent = 0
             while sent < len(chunk):
-                n = clock.call("write", os.write, fd, chunk[sent:])
+                n = os.write(fd, chunk[sent:])
                 if n <= 0:
                     raise OSError(errno.EIO, f"write returned {n} at byte {off + sent}")
                 sent += n
             off += len(chunk)
+        laps.lap("write")
         if fsync:
-            clock.call("fsync", os.fsync, fd)
+            os.fsync(fd)
     finally:
-        clock.call("fsync", os.close, fd)
+        os.close(fd)
+        laps.lap("fsync")
 
 
 def _reason(exc: OSError) -> str:
@@ -254,37 +311,37 @@ def read_back(folder: str | Path, rank: int, size_bytes: int, seed: int, transfe
     _check_transfer(transfer_size)
     layout = _layout(rank, size_bytes, files)
     where = Path(folder) / folder_of(index)
-    clock, digest = _Clock(), hashlib.blake2b(digest_size=DIGEST_BYTES)
     got, exp = bytearray(transfer_size), bytearray(transfer_size)
-    t0, total, problem = time.perf_counter(), 0, None
+    laps, total, problem = _Laps(), 0, None
     try:
         for file_no, shard in enumerate(layout):
             n, problem = _read_file(where / shard.name, shard.nbytes,
-                                    Pattern(seed, rank, index, file_no), got, exp, clock, digest)
+                                    Pattern(seed, rank, index, file_no), got, exp)
             total += n
             if problem:
                 break
     except OSError as exc:
         raise WorkloadError(f"checkpoint {index} rank {rank}: reading: {_reason(exc)}") from None
-    return ReadResult(rank, index, total, clock.spent.get("read", 0.0),
-                      time.perf_counter() - t0, digest.hexdigest(), problem)
+    laps.lap("read")
+    digest = "" if problem else content_digest(layout, seed, rank, index)
+    return ReadResult(rank, index, total, laps.get("read"), time.perf_counter() - laps.start,
+                      digest, problem)
 
 
-def _read_file(path: Path, nbytes: int, pattern: Pattern, got: bytearray, exp: bytearray,
-               clock: _Clock, digest: Any) -> tuple[int, str | None]:
+def _read_file(path: Path, nbytes: int, pattern: Pattern, got: bytearray,
+               exp: bytearray) -> tuple[int, str | None]:
     """Read one file through; (bytes read, problem or None). Buffers are compared as
     bytearrays (memcmp; memoryviews compare element by element, 30x slower)."""
     try:
-        fd = clock.call("read", os.open, path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return 0, f"{path.name} is missing"
     try:
         off = 0
         while True:
-            n = clock.call("read", os.readv, fd, [got])
+            n = os.readv(fd, [got])
             if n == 0:
                 break
-            digest.update(memoryview(got)[:n])
             if off < nbytes:
                 want = min(n, nbytes - off)
                 pattern.fill(memoryview(exp)[:want], off)
@@ -381,7 +438,7 @@ class CheckpointPlan:
         if not self.interval_s >= 0:
             raise SpecError(f"time_between_checkpoints {self.interval_s!r}: must be >= 0")
 
-    def args(self, rank: int, index: int) -> tuple[Any, ...]:
+    def args(self, rank: int) -> tuple[Any, ...]:
         """(rank, size_bytes, seed, transfer_size) for write/read_back, files by keyword."""
         lay = self.layouts[rank]
         return rank, sum(f.nbytes for f in lay), self.seed, self.transfer_size
@@ -397,15 +454,16 @@ def _rank_loop(folder: Path, plan: CheckpointPlan, rank: int, barrier: Any,
     """One rank's whole run (DLIO's _checkpoint_write then _checkpoint_read)."""
     written: dict[int, WriteResult] = {}
     try:
+        make_folder(folder)
         for i in range(1, plan.num_write + 1):
             _sync(plan, barrier)
-            w = write(folder, *plan.args(rank, i), plan.fsync, index=i, files=plan.layouts[rank])
+            w = write(folder, *plan.args(rank), plan.fsync, index=i, files=plan.layouts[rank])
             written[i] = w
             put(CheckpointResult(rank, i, "write", w.nbytes, w.write_s, w.fsync_s))
         _drop_reads(folder, plan, rank)
         for i in range(1, plan.num_read + 1):
             _sync(plan, barrier)
-            r = read_back(folder, *plan.args(rank, i), index=i, files=plan.layouts[rank])
+            r = read_back(folder, *plan.args(rank), index=i, files=plan.layouts[rank])
             reason = verify(written.get(i), r)
             put(CheckpointResult(rank, i, "read", 0 if reason else r.nbytes, read_s=r.read_s,
                                  ok=reason is None, reason=reason or ""))
@@ -445,18 +503,23 @@ class CheckpointRun:
         return [r for r in self.results if r.phase == phase and r.index == index]
 
 
-def run_checkpoints(folder: str | Path, plan: CheckpointPlan,
+def run_checkpoints(folder: str | Path | Sequence[str | Path], plan: CheckpointPlan,
                     kind: str = "thread") -> CheckpointRun:
     """Run the plan's ranks at once, one thread or forked process each (kind), under
-    folder. Never raises for I/O errors: a failed rank ends its run, the others stop at
-    their next barrier, and the run says why (CheckpointRun.error)."""
+    folder (one for all, or one per rank: each rank's worker has its own mount). Never
+    raises for I/O errors: a failed rank ends its run, the others stop at their next
+    barrier, and the run says why (CheckpointRun.error)."""
     if kind not in RANK_KINDS:
         raise SpecError(f"rank kind {kind!r}: one of {', '.join(RANK_KINDS)}")
+    folders = [Path(folder)] * len(plan.layouts) if isinstance(folder, (str, Path)) \
+        else [Path(f) for f in folder]
+    if len(folders) != len(plan.layouts):
+        raise SpecError(f"{len(folders)} folders for {len(plan.layouts)} ranks")
     deadline_s = (plan.num_write + plan.num_read + 1) * (STALL_TIMEOUT_S + plan.interval_s)
     run = CheckpointRun()
     ranks = len(plan.layouts)
     runner = _run_threads if kind == "thread" else _run_processes
-    stuck = runner(Path(folder), plan, ranks, run.results.append, deadline_s)
+    stuck = runner(folders, plan, ranks, run.results.append, deadline_s)
     failed = [r for r in run.results if not r.ok]
     run.error = failed[0].reason if failed else \
         f"ranks {stuck} did not finish within {deadline_s:g} s" if stuck else None
@@ -464,7 +527,7 @@ def run_checkpoints(folder: str | Path, plan: CheckpointPlan,
     return run
 
 
-def _run_threads(folder: Path, plan: CheckpointPlan, ranks: int,
+def _run_threads(folders: list[Path], plan: CheckpointPlan, ranks: int,
                  put: Callable[[CheckpointResult], None], deadline_s: float) -> list[int]:
     """Ranks as threads; returns the ranks still running at the deadline."""
     barrier, lock = threading.Barrier(ranks), threading.Lock()
@@ -472,7 +535,7 @@ def _run_threads(folder: Path, plan: CheckpointPlan, ranks: int,
     def locked(r: CheckpointResult) -> None:
         with lock:
             put(r)
-    threads = [threading.Thread(target=_rank_loop, args=(folder, plan, r, barrier, locked),
+    threads = [threading.Thread(target=_rank_loop, args=(folders[r], plan, r, barrier, locked),
                                 name=f"ckpt-rank-{r}", daemon=True) for r in range(ranks)]
     for t in threads:
         t.start()
@@ -482,13 +545,13 @@ def _run_threads(folder: Path, plan: CheckpointPlan, ranks: int,
     return [r for r, t in enumerate(threads) if t.is_alive()]
 
 
-def _run_processes(folder: Path, plan: CheckpointPlan, ranks: int,
+def _run_processes(folders: list[Path], plan: CheckpointPlan, ranks: int,
                    put: Callable[[CheckpointResult], None], deadline_s: float) -> list[int]:
     """Ranks as forked processes (killed with the parent); returns those killed at the
     deadline."""
     ctx = multiprocessing.get_context("fork")
     barrier, results = ctx.Barrier(ranks), ctx.Queue()
-    procs = [ctx.Process(target=_process_main, args=(folder, plan, r, barrier, results),
+    procs = [ctx.Process(target=_process_main, args=(folders[r], plan, r, barrier, results),
                          name=f"ckpt-rank-{r}", daemon=True) for r in range(ranks)]
     for p in procs:
         p.start()
