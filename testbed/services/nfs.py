@@ -64,11 +64,13 @@ def _run(argv: list[str], timeout: float, what: str) -> subprocess.CompletedProc
 
 
 class NfsServer:
-    """Kernel nfsd in `node`'s namespace exporting `export_dir` to the topology's subnet."""
+    """Kernel nfsd in `node`'s namespace exporting `export_dir` to the topology's subnet,
+    read-only unless `writable` (workers that write checkpoints)."""
 
     def __init__(self, net: Network, node: str, export_dir: str | Path,
-                 spec: NfsServerSpec | None = None) -> None:
+                 spec: NfsServerSpec | None = None, writable: bool = False) -> None:
         self.net = net
+        self.writable = writable
         self.node = node
         self.export_dir = Path(export_dir)
         self.spec = spec or NfsServerSpec()
@@ -131,10 +133,11 @@ class NfsServer:
         (self.dir / "lib" / "rpc_pipefs").mkdir(exist_ok=True)
         for name in ("etab", "rmtab", "xtab"):
             (self.dir / "lib" / name).touch()
-        # Read-only (workers only read the training set); fsid=0 makes the export the NFSv4
-        # pseudo-root; no_root_squash so root-run loaders read like the owner; restricted to
-        # the testbed's own subnet, never the world.
-        opts = "ro,fsid=0,no_subtree_check,no_root_squash,insecure"
+        # Read-only unless asked (workers read the training set; checkpoints are written);
+        # fsid=0 makes the export the NFSv4 pseudo-root; no_root_squash so root-run loaders
+        # read like the owner; restricted to the testbed's own subnet, never the world.
+        access = "rw" if self.writable else "ro"
+        opts = f"{access},fsid=0,no_subtree_check,no_root_squash,insecure"
         (self.dir / "exports").write_text(f"{self.export_dir} {SUBNET}({opts})\n")
 
     def _version_flags(self) -> str:
