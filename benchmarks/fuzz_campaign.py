@@ -89,7 +89,8 @@ def _failure(stdout: str, stderr: str) -> str:
     """What a failed test said: its falsifying example and error lines (the pytest
     report's E lines, also inside an exception group's "  | " frame, and Hypothesis'
     blob), shortened; else the end of its stderr."""
-    keep = [line[:300] for line in stdout.splitlines()
+    keep = [line if "@reproduce_failure" in line else line[:300]  # the blob whole
+            for line in stdout.splitlines()
             if line.lstrip(" |").startswith("E ") or "@reproduce_failure" in line
             or "FAILED" in line or "Falsifying" in line or "Error:" in line]
     return "\n".join(keep[:60]) or stderr[-2000:]

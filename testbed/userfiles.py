@@ -29,10 +29,25 @@ def check(path: Path | str, kind: str) -> Path:
     return p
 
 
-def read_text(path: Path | str, kind: str, what: str) -> str:
-    """The file's text; SpecError as check(), or for text that is not UTF-8 (what: the
-    format the file should be in, for the message)."""
+def _size(p: Path) -> int:
+    """The file's size in bytes (0 when stat fails: reading it will say why)."""
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def read_text(path: Path | str, kind: str, what: str, max_bytes: int | None = None) -> str:
+    """The file's text; SpecError as check(), for a file larger than max_bytes (a
+    description a person wrote is a few KiB; parsing megabytes would cost seconds before
+    the first check), or for text that is not UTF-8 (what: the format the file should be
+    in, for the message)."""
     p = check(path, kind)
+    if max_bytes is not None:
+        size = _size(p)
+        if size > max_bytes:
+            raise SpecError(f"{p}: {size:,} bytes is too large ({kind}: at most "
+                            f"{max_bytes:,} bytes)")
     try:
         return p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:

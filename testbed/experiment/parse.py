@@ -45,6 +45,7 @@ TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
 TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
 CAPTURE_KEYS = ("enabled", "seconds", "max_mib", "keep_pcap")
 MAX_SWEEP_VALUES = 1000
+MAX_FILE_BYTES = 256 << 10  # the largest shipped file is 1.5 KiB; 256 KiB parses in ~0.1 s
 METRICS = ("au_pct", "slowdown_pct", "throughput_MB_s", "samples_per_s")
 # The values a metric can take: a target outside them can never be met (or always is).
 METRIC_RANGE = {"au_pct": (0.0, 100.0), "slowdown_pct": (-100.0, math.inf),
@@ -135,7 +136,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """The file's TOML as a dict; SpecError for a missing, unreadable, non-UTF-8 or
     malformed file."""
     p = Path(path)
-    text = userfiles.read_text(p, "experiment file", "experiment files are TOML")
+    text = userfiles.read_text(p, "experiment file", "experiment files are TOML",
+                               MAX_FILE_BYTES)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

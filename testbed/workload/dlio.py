@@ -38,6 +38,7 @@ from testbed.schema import show
 # "read" is read and has no effect on what crosses the fibre, "not emulated" is warned.
 KNOB, READ, NOT_EMULATED = "knob", "read", "not emulated"
 NUMBER = (int, float)
+MAX_FILE_BYTES = 64 << 10  # MLPerf's configs are under 1 KiB; 64 KiB of YAML parses in < 0.4 s
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,7 @@ def load(path: str | Path) -> Job:
     missing, unreadable, not YAML or malformed."""
     import yaml
     p = Path(path)
-    text = userfiles.read_text(p, "DLIO config", "DLIO configs are YAML")
+    text = userfiles.read_text(p, "DLIO config", "DLIO configs are YAML", MAX_FILE_BYTES)
     try:
         doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:

@@ -745,6 +745,7 @@ def test_experiment_files(sandbox: Sandbox, doc: str) -> None:
 @example(content=b"[fixed\nrate = 1")
 @example(content=b"[[sweep]]\ndistance_km = [1]\n")
 @example(content=b"au_bar = " + b"1" * 400 + b"\n")  # an int past the float range
+@example(content=b"# " + b"x" * (300 << 10) + b"\n")  # too large to parse in the budget
 def test_hostile_structure_and_bytes(sandbox: Sandbox, content: bytes) -> None:
     """Tables of the wrong kind, arrays of tables, dotted keys; binary, other encodings,
     truncated TOML: 0 or one line and 2."""

@@ -82,3 +82,18 @@ def test_a_dlio_path_in_a_symlink_loop(tmp_path, capsys):
     (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
     code, err = run(capsys, "run", "--dlio", str(tmp_path / "a.yaml"), "--check")
     assert code == 2 and one_line(err), err[-300:]
+
+
+def test_a_file_too_large_to_be_a_description_is_one_line(tmp_path, capsys):
+    """Parsing megabytes would cost seconds before the first check: an experiment file
+    over 256 KiB and a DLIO config over 64 KiB are refused by their size."""
+    big = tmp_path / "big.toml"
+    big.write_text('name = "x"\n# ' + "x" * (300 << 10) + "\n")
+    code, err = run(capsys, "run", str(big), "--check")
+    assert code == 2 and one_line(err)
+    assert "is too large (experiment file: at most 262,144 bytes)" in err
+    yml = tmp_path / "big.yaml"
+    yml.write_text("model: {}\n# " + "x" * (70 << 10) + "\n")
+    code, err = run(capsys, "run", "--dlio", str(yml), "--check")
+    assert code == 2 and one_line(err)
+    assert "is too large (DLIO config: at most 65,536 bytes)" in err
