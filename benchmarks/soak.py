@@ -11,9 +11,11 @@ nfsdcld; then the worker's NFS mount and the loader for a 0.5 s window; then the
 nfsd and namespaces torn down. Consecutive points never share a rig: each point is a Rig
 of its own, and they alternate nfsd_threads 2 and 3, a knob that needs a new testbed.
 
---warmup points (10) first load the kernel modules and Python's imports and bring the
-runner's heap to its working size (one-time costs, not leaks: over the first 20 points
-its RSS grows ~4 MiB, then < 0.5 MiB per 20); the baseline is read after them. Then, before, every --every points and after, one
+--warmup points (10) first load the kernel modules and Python's imports (one-time
+costs, not leaks); the baseline is read after them. The runner's heap takes longer to
+reach its working size: in a 500-point run (2026-12-06) RSS grew 5.3 MiB over the next
+50 points, 0.2-1.4 MiB per 50 up to point 350, then not at all, while the Python-level
+allocations tracemalloc sees stayed flat over 40 points. Then, before, every --every points and after, one
 line of what a leak would grow (objects) and what would drift (memory, time):
 
   netns    /run/netns entries, `ip netns list` lines, and the kernel's live network
