@@ -25,6 +25,7 @@ Profiles: "ci" (the default: derandomized, CI_EXAMPLES per test) and "campaign"
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import logging
 import math
@@ -131,14 +132,19 @@ def _watchdog(cpu_s: float, wall_s: float) -> Iterator[None]:
 def call(argv: list[str]) -> Outcome:
     """`testbed ARGV` in process: its exit status, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
+    gc.disable()  # the CPU budget is the command's, not a collection of the fuzzer's heap
     cpu0 = time.process_time()
-    with _watchdog(HANG_S, HANG_WALL_S), _stderr_logging(err), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv)
-        except SystemExit as exc:  # argparse: one line, exit 2 (cli.Parser.error)
-            code = exc.code
-    return Outcome(argv, code, out.getvalue(), err.getvalue(), time.process_time() - cpu0)
+    try:
+        with _watchdog(HANG_S, HANG_WALL_S), _stderr_logging(err), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(argv)
+            except SystemExit as exc:  # argparse: one line, exit 2 (cli.Parser.error)
+                code = exc.code
+    finally:
+        cpu_s = time.process_time() - cpu0
+        gc.enable()
+    return Outcome(argv, code, out.getvalue(), err.getvalue(), cpu_s)
 
 
 def _run_state() -> set[str]:
