@@ -1,5 +1,5 @@
 """SIGKILL a run at every phase, then `testbed clean`: within 30 s nothing of the dead
-run is left (namespace, mount, nfsd thread, mountd/rpcbind/cachefilesd process, run
+run is left (namespace, mount, nfsd thread, mountd/rpcbind/cachefilesd/nfsdcld process, run
 folder, registry), and a second run that is still alive is not touched.
 
 The runner records what it is doing in its run registry (phase), so each case waits for
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.system
 
 STATE = Path("/run/apn-testbed")
 NETNS = Path("/run/netns")
-DAEMONS = ("rpc.mountd", "rpcbind", "cachefilesd", "nfsd")
+DAEMONS = ("rpc.mountd", "rpcbind", "cachefilesd", "nfsd", "nfsdcld")
 
 EXPERIMENT = """
 name = "crash"
