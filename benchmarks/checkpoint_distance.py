@@ -60,6 +60,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import common
 from testbed import procfs, topology
@@ -176,6 +177,18 @@ def server_check(export: Path, plan: ck.CheckpointPlan, writes: int) -> str | No
     return None
 
 
+def verdict(run: ck.CheckpointRun, plan: ck.CheckpointPlan, writes: list[Any],
+            reads: list[Any], on_server: Path) -> str:
+    """Why the point's checkpoints do not count ("" when every one was written, read back
+    and found whole on the server too)."""
+    if run.error:
+        return run.error
+    if (len(writes), len(reads)) != (plan.num_write, plan.num_read):
+        return f"{len(writes)} of {plan.num_write} writes, {len(reads)} of " \
+            f"{plan.num_read} reads"
+    return server_check(on_server, plan, plan.num_write) or ""
+
+
 def run_point(net: Network, server: NfsServer, export: Path, km: float, setting: Setting,
               args: argparse.Namespace, lays: tuple[tuple[cs.ShardFile, ...], ...]) -> Row:
     """Checkpoints at km with one setting (fresh mounts); the folder is removed after."""
@@ -196,12 +209,7 @@ def run_point(net: Network, server: NfsServer, export: Path, km: float, setting:
     for m in mounts:
         m.unmount()
     writes, reads = slowest(run, "write", plan.num_write), slowest(run, "read", plan.num_read)
-    reason = run.error or ""
-    if not reason and (len(writes), len(reads)) != (plan.num_write, plan.num_read):
-        reason = f"{len(writes)} of {plan.num_write} writes, {len(reads)} of " \
-            f"{plan.num_read} reads"
-    if not reason:
-        reason = server_check(export / name, plan, plan.num_write) or ""
+    reason = verdict(run, plan, writes, reads, export / name)
     warm = [r.seconds for r in writes[:args.warmup]], [r.seconds for r in reads[:args.warmup]]
     writes, reads = writes[args.warmup:], reads[args.warmup:]
     shutil.rmtree(export / name, ignore_errors=True)  # the export is the lab kernel's RAM
@@ -246,8 +254,8 @@ def fmt_ci(values: list[float], width: int) -> str:
     return f"{m:.3f}±{h:.3f}".rjust(width) if h == h else f"{m:.3f}".rjust(width)
 
 
-def main() -> None:
-    """Run every (distance, setting) and print the table and one CHECKPOINT line each."""
+def parse_args() -> argparse.Namespace:
+    """The command line (--interval-s filled from the YAML when not given)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--km", default="0,1000,3000",
                     help="distances, 0 first (default 0,1000,3000)")
@@ -262,13 +270,15 @@ def main() -> None:
                     help="time_between_checkpoints (default: the YAML's)")
     ap.add_argument("--rank-kind", default="process", choices=ck.RANK_KINDS)
     args = ap.parse_args()
-    kms = [float(k) for k in args.km.split(",")]
-    if kms[0] != 0:
+    if float(args.km.split(",")[0]) != 0:
         raise SystemExit("--km: the first distance must be 0 (the same run's baseline)")
     if args.interval_s is None:
         args.interval_s = yaml_interval_s()
-    rate_bps = parse_rate(args.rate) * 1e6
-    lays = layouts(args.ranks, args.size_mib * MIB)
+    return args
+
+
+def print_header(args: argparse.Namespace, lays: tuple[tuple[cs.ShardFile, ...], ...]) -> None:
+    """Where it runs, and the scenario at MLPerf's scale and at the lab's."""
     full = cs.checkpoint(cs.load(MODEL), MLPERF_RANKS)
     env = environment()
     print(f"checkpoint_distance: {env['kernel']} ({env['kernel_kind']}, clock "
@@ -284,19 +294,36 @@ def main() -> None:
           f"{args.interval_s:g} s, ranks as {args.rank_kind}es")
     print(f"the scenario's 100 Gbit/s is beyond one user-mode Linux CPU (~1 Gbit/s of NFS): "
           f"the fibre runs at {args.rate}; what it carried is printed below the table")
-    wall0 = time.monotonic()
+
+
+def run_all(args: argparse.Namespace,
+            lays: tuple[tuple[cs.ShardFile, ...], ...]) -> list[Row]:
+    """Every (distance, setting) on one testbed with a writable export, settings
+    alternating in order from one distance to the next."""
     rows: list[Row] = []
     topo = topology.build("apn", {"workers": args.ranks, "distance_km": 0, "rate": args.rate})
     with Network(topo) as net:
         export = net.scratch("export")
         server = net.enter(NfsServer(net, "srv", export, writable=True))
-        for km in kms:
+        for km in [float(k) for k in args.km.split(",")]:
             for setting in common.alternate(SETTINGS, len(rows) // len(SETTINGS)):
                 row = run_point(net, server, export, km, setting, args, lays)
                 rows.append(row)
                 print(f"  done {setting.name} {km:g} km in {row.moved['wall_s']:.0f} s"
                       f"{'' if row.verified else ': FAILED ' + row.reason}", flush=True)
+    return rows
+
+
+def main() -> None:
+    """Run every (distance, setting) and print the table and one CHECKPOINT line each."""
+    args = parse_args()
+    rate_bps = parse_rate(args.rate) * 1e6
+    lays = layouts(args.ranks, args.size_mib * MIB)
+    print_header(args, lays)
+    wall0 = time.monotonic()
+    rows = run_all(args, lays)
     print_table(rows, rate_bps, args)
+    print_details(rows, rate_bps, args)
     print(f"wall time {time.monotonic() - wall0:.0f} s")
     base = {r.setting: r for r in rows if r.km == 0}
     for r in rows:
@@ -308,7 +335,8 @@ def main() -> None:
 
 
 def print_table(rows: list[Row], rate_bps: float, args: argparse.Namespace) -> None:
-    """The table, then per row what the emulator moved, the RPCs and the time shares."""
+    """The table: per row its times with intervals, rates, training time lost, slowdown
+    against 0 km, the bound and what limited it."""
     base = {r.setting: r for r in rows if r.km == 0}
     print(f"{'setting':>8} {'km':>5} {'RTT ms':>6} {'write s':>13} {'fsync s':>6} "
           f"{'read s':>13} {'wMB/s':>6} {'rMB/s':>6} {'lost %':>6} {'x0 w':>5} {'x0 r':>5} "
@@ -330,6 +358,12 @@ def print_table(rows: list[Row], rate_bps: float, args: argparse.Namespace) -> N
     print(f"checkpoint = {rows[0].ckpt_bytes / 1e6:.1f} MB over {args.ranks} ranks; line "
           f"time {rows[0].line_s(rate_bps):.3f} s at {rate_bps / 1e9:g} Gbit/s; bound = "
           f"line time + ({MKDIR_RTTS} + {WRITE_RTTS} x {rows[0].files} files) RTT")
+
+
+def print_details(rows: list[Row], rate_bps: float, args: argparse.Namespace) -> None:
+    """Per row what the emulator moved, the RPCs per file, the time shares and every
+    checkpoint's time."""
+    base = {r.setting: r for r in rows if r.km == 0}
     for r in rows:
         m = r.moved
         files = args.ranks * r.files * (args.writes + args.warmup)
