@@ -5,7 +5,6 @@ folder, registry), and a second run that is still alive is not touched.
 The runner records what it is doing in its run registry (phase), so each case waits for
 its phase there and kills the runner's own PID, as a crash would."""
 
-import json
 import os
 import signal
 import subprocess
@@ -15,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from runs import STATE, comm_pids, registry_of
+
 pytestmark = pytest.mark.system
 
-STATE = Path("/run/apn-testbed")
 NETNS = Path("/run/netns")
 DAEMONS = ("rpc.mountd", "rpcbind", "cachefilesd", "nfsd", "nfsdcld")
 
@@ -51,34 +51,11 @@ PHASES = {
 }
 
 
-def _comm_pids(names):
-    out = {}
-    for p in os.listdir("/proc"):
-        try:
-            comm = Path(f"/proc/{p}/comm").read_text().strip()
-        except OSError:
-            continue
-        if p.isdigit() and comm in names:
-            out[int(p)] = comm
-    return out
-
-
-def _registry_of(pid):
-    for f in STATE.glob("tb*.json") if STATE.is_dir() else []:
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("owner_pid") == pid:
-            return data
-    return None
-
-
 def _wait_phase(proc, phase, deadline_s=120):
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         assert proc.poll() is None, proc.stderr.read()
-        st = _registry_of(proc.pid)
+        st = registry_of(proc.pid)
         if st and st.get("phase") == phase and st.get("namespaces"):
             if phase != "mounts" or st.get("mounts"):
                 return st
@@ -94,7 +71,7 @@ def live_run():
     for line in up.stdout:
         if "Ctrl-C" in line:
             break
-    st = _registry_of(up.pid)
+    st = registry_of(up.pid)
     assert st is not None
     yield st
     up.send_signal(signal.SIGINT)
@@ -108,7 +85,7 @@ def test_clean_after_sigkill(phase, live_run, tmp_path):
     extra, wait_for, settle = PHASES[phase]
     f = tmp_path / "crash.toml"
     f.write_text(EXPERIMENT.format(extra=extra))
-    before = _comm_pids(DAEMONS)
+    before = comm_pids(DAEMONS)
     proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(f), "--out",
                              str(tmp_path / "out")], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -132,7 +109,7 @@ def test_clean_after_sigkill(phase, live_run, tmp_path):
     left = sorted(map(str, (STATE / prefix).rglob("*"))) if (STATE / prefix).exists() else []
     assert not (STATE / prefix).exists(), (left, clean.stdout)
     assert not (STATE / f"{prefix}.json").exists()
-    assert set(_comm_pids(DAEMONS)) <= set(before), _comm_pids(DAEMONS)
+    assert set(comm_pids(DAEMONS)) <= set(before), comm_pids(DAEMONS)
     # The live run is untouched: its namespaces and registry are still there.
     for ns in live_run["namespaces"]:
         assert (NETNS / ns).exists()

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from runs import STATE, registry_of
+
 pytestmark = [pytest.mark.system, pytest.mark.runner]
 
-STATE = Path("/run/apn-testbed")
 NETNS = Path("/run/netns")
 
 PLAN = """
@@ -150,13 +151,9 @@ def _wait_phase(proc: subprocess.Popen, phase: str, deadline_s: float = 180) -> 
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        for reg in STATE.glob("tb*.json") if STATE.is_dir() else []:
-            try:
-                data = json.loads(reg.read_text())
-            except (OSError, ValueError):
-                continue
-            if data.get("owner_pid") == proc.pid and data.get("phase") == phase:
-                return data
+        data = registry_of(proc.pid)
+        if data and data.get("phase") == phase:
+            return data
         time.sleep(0.01)
     raise AssertionError(f"the run never reached phase {phase}")
 

@@ -10,7 +10,6 @@ the testbed's watch (testbed.experiment.measure) must notice, fail the point wit
 reason naming the server, tear it down, measure the next point on a fresh testbed,
 and exit as failed points exit (1)."""
 
-import json
 import os
 import subprocess
 import sys
@@ -20,13 +19,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from runs import STATE, comm_pids, registry_of
 from testbed import launch
 from testbed.experiment.measure import SERVER_CHECK_S
 from testbed.workload.loader import READ_TIMEOUT_S
 
 pytestmark = [pytest.mark.system, pytest.mark.runner]
 
-STATE = Path("/run/apn-testbed")
 NETNS = Path("/run/netns")
 
 # Two points on one testbed group: the first (0 km at 100 Mbit/s) reads for 5-10 s,
@@ -52,38 +51,16 @@ readers = 2
 """
 
 
-def _registry_of(pid):
-    for f in STATE.glob("tb*.json") if STATE.is_dir() else []:
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("owner_pid") == pid:
-            return data
-    return None
-
-
 def _wait_loader(proc, deadline_s=120):
     """The run's registry once its first point's loader is reading."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         assert proc.poll() is None, proc.stderr.read()
-        st = _registry_of(proc.pid)
+        st = registry_of(proc.pid)
         if st and st.get("phase") == "loader" and st.get("nfsd_namespaces"):
             return st
         time.sleep(0.02)
     raise AssertionError("the run never reached its loader")
-
-
-def _nfsd_threads():
-    out = []
-    for p in os.listdir("/proc"):
-        try:
-            if p.isdigit() and Path(f"/proc/{p}/comm").read_text().strip() == "nfsd":
-                out.append(int(p))
-        except OSError:
-            pass
-    return out
 
 
 def _stop_nfsd(namespace):
@@ -99,7 +76,7 @@ def test_nfsd_killed_mid_read_fails_the_point_and_the_next_starts_clean(
     f = tmp_path / "faults.toml"
     f.write_text(EXPERIMENT)
     out = tmp_path / "out"
-    assert _nfsd_threads() == []
+    assert comm_pids(("nfsd",)) == {}
     proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(f), "--out",
                              str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
@@ -139,7 +116,7 @@ def test_nfsd_killed_mid_read_fails_the_point_and_the_next_starts_clean(
     # Nothing left: namespaces, mounts, nfsd threads, the run's folder and registry.
     assert not [n for n in os.listdir(NETNS) if n.startswith(prefix)]
     assert prefix not in Path("/proc/mounts").read_text()
-    assert _nfsd_threads() == []
+    assert comm_pids(("nfsd",)) == {}
     assert not (STATE / prefix).exists()
     assert not (STATE / f"{prefix}.json").exists()
     print(f"point failed {failed_after:.1f} s after rpc.nfsd 0 "
