@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lab_processes import processes_mentioning
 from testbed.experiment import job_host
 from testbed.labkernel import REPO, UML
 
@@ -113,18 +114,6 @@ def job_of(pid):
         if owner["pid"] == pid and events.exists() and '"rows"' in events.read_text():
             return d
     return None
-
-
-def processes_mentioning(text):
-    found = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if text in (p / "cmdline").read_bytes().replace(b"\0", b" ").decode():
-                    found.append(int(p.name))
-            except OSError:
-                pass
-    return found
 
 
 def test_a_killed_worker_loses_no_point_and_writes_none_twice(cluster, tmp_path):

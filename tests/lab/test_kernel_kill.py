@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lab_processes import processes_mentioning
 from testbed.experiment import job_host
 from testbed.labkernel import REPO, UML
 
@@ -141,18 +142,6 @@ def kill_kernel_measuring(client, run, skip):
     assert f'"run": "{run}", "rows"' not in events, "too late: the run has ended"
     os.kill(pid, signal.SIGKILL)
     return pid, run_dir, jobdir
-
-
-def processes_mentioning(text):
-    found = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if text in (p / "cmdline").read_bytes().replace(b"\0", b" ").decode():
-                    found.append(int(p.name))
-            except OSError:
-                pass
-    return found
 
 
 def test_a_killed_lab_kernel_fails_its_point_once_and_resume_measures_it(tmp_path):
