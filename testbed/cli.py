@@ -157,6 +157,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
                         ("folders", report.dirs)):
         if items:
             out.print(f"removed {what}: {', '.join(map(str, items))}")
+    for line in report.restored:
+        out.print(f"kernel: {line}")
     for line in report.problems:
         out.print(f"not removed: {line}")
     if report.skipped_live:

@@ -13,6 +13,8 @@ order given, then removing the run's registry file. The network layer's steps ar
   unmount_other      other mounts (the FS-Cache filesystem), once no daemon holds them
   remove_namespaces  namespaces, with every link, bridge and qdisc in them
   remove_dirs        the run's scratch folders and its run folder
+  restore_tcp_mem    the kernel's tcp_mem as the run found it, if it still holds what the
+                     run raised it to and no other run of ours is alive (it may lean on it)
 
 A higher layer's step (stopping nfsd in the run's namespaces) takes the run's state and
 the seconds it may use; external() makes it a step whose failure is reported, not
@@ -36,6 +38,7 @@ from typing import Callable, Sequence
 from testbed import launch
 from testbed.errors import TestbedError
 from testbed.network import state as state_mod
+from testbed.network import tcp_memory
 from testbed.network.namespace import NETNS_DIR, remove_namespace
 
 log = logging.getLogger(__name__)
@@ -58,11 +61,12 @@ class CleanReport:
     namespaces: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)  # kernel settings put back
 
     def empty(self) -> bool:
         """True when there was nothing to clean."""
         return not (self.killed or self.unmounted or self.namespaces or self.dirs
-                    or self.runs or self.problems)
+                    or self.runs or self.problems or self.restored)
 
 
 def mounts_under(folder: Path) -> list[tuple[str, str]]:
@@ -212,8 +216,23 @@ def remove_dirs(st: state_mod.RunState, report: CleanReport, budget: _Budget) ->
         pass
 
 
+def restore_tcp_mem(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+    """Put back the tcp_mem a dead run raised (tcp_memory.restore_found), unless another
+    run of ours is alive: its buffers may be sized to the raised value."""
+    if not st.tcp_mem_set:
+        return
+    if any(o.prefix != st.prefix and o.owner_alive() for o in state_mod.load_all()):
+        found, raised = map(tcp_memory.as_text, (st.tcp_mem_found, st.tcp_mem_set))
+        report.restored.append(f"{st.prefix}: tcp_mem left at {raised} (a live run may use"
+                               f" it; the run found {found})")
+        return
+    report.restored.append(f"{st.prefix}: "
+                           + tcp_memory.restore_found(tcp_memory.TCP_MEM, st.tcp_mem_found,
+                                                      st.tcp_mem_set))
+
+
 NETWORK_STEPS: tuple[Step, ...] = (unmount_nfs, kill_procs, unmount_other,
-                                    remove_namespaces, remove_dirs)
+                                    remove_namespaces, remove_dirs, restore_tcp_mem)
 
 
 def clean_run(st: state_mod.RunState, report: CleanReport, budget: _Budget,

@@ -72,7 +72,7 @@ class Network:
         self._ends: dict[tuple[str, str], tuple[str, str]] = {}
         self._names: dict[str, tuple[str, str]] = {}
         self.tcp = TcpPolicy(self, congestion)
-        self._stack.callback(self.tcp.memory.restore)
+        self.tcp.memory.record = self.state.set_tcp_mem
         self.procs = Processes(self, self.state, self._stack.callback)
         self.started = False
         self._owner_pid = os.getpid()
@@ -123,6 +123,8 @@ class Network:
         self.state.save()
         self._stack.callback(self.state.discard)
         self._stack.callback(self._remove_run_dir)
+        # Put back before the registry goes: a kill during teardown leaves its record.
+        self._stack.callback(self.tcp.memory.restore)
         try:
             self._build()
         except BaseException:

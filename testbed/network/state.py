@@ -70,6 +70,9 @@ class RunState:
     nfsd_namespaces: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)
     phase: str = ""  # what the run was doing last ("network", "nfsd", "mounts", "loader")
+    # The kernel's tcp_mem as the run found it and as it left it raised ([] while not raised)
+    tcp_mem_found: list[int] = field(default_factory=list)
+    tcp_mem_set: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.owner_start is None:
@@ -136,6 +139,11 @@ class RunState:
     def drop_nfsd(self, namespace: str) -> None:
         """Forget a namespace whose nfsd was stopped."""
         self.nfsd_namespaces = [n for n in self.nfsd_namespaces if n != namespace]
+        self.save()
+
+    def set_tcp_mem(self, found: tuple[int, ...], now: tuple[int, ...]) -> None:
+        """Record tcp_mem as the run found it and as it raised it (both empty: put back)."""
+        self.tcp_mem_found, self.tcp_mem_set = list(found), list(now)
         self.save()
 
     def add_dir(self, path: str) -> None:

@@ -12,15 +12,19 @@ GB/s against 3.2 modelled, falling from run to run).
 
 TcpMemory raises tcp_mem (never lowers it) so that every host's socket buffers fit
 below the pressure threshold, capped at three quarters of the kernel's memory, and puts
-the old value back on exit. pressures() reads how often TCP entered memory pressure in
-one namespace (TcpExt TCPMemoryPressures, counted per namespace): a run that met it is
-the emulator's, not the fibre's.
+the old value back on exit, unless something raised it again meanwhile (another run in
+the same kernel: its value is left). Each raise is recorded in the run's registry, so
+that `testbed clean` puts back what a killed run raised (restore_found). pressures()
+reads how often TCP entered memory pressure in one namespace (TcpExt
+TCPMemoryPressures, counted per namespace): a run that met it is the emulator's, not
+the fibre's.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from testbed.network.namespace import in_namespace
@@ -30,6 +34,11 @@ TCP_MEM = Path("/proc/sys/net/ipv4/tcp_mem")
 MEMINFO = Path("/proc/meminfo")
 PAGE = 4096
 CAP = 0.75  # of the kernel's memory, at most, for TCP's pressure threshold
+
+
+def as_text(values: Sequence[int]) -> str:
+    """tcp_mem's thresholds as the file takes them (and as messages show them)."""
+    return " ".join(map(str, values))
 
 
 def read_tcp_mem(path: Path = TCP_MEM) -> tuple[int, int, int]:
@@ -59,9 +68,12 @@ class TcpMemory:
     """tcp_mem of the kernel the network runs in, raised as the buffers grow and put
     back by restore() (the network's teardown calls it)."""
 
-    def __init__(self, path: Path = TCP_MEM, meminfo: Path = MEMINFO) -> None:
-        self.path, self.meminfo = path, meminfo
+    def __init__(self, path: Path = TCP_MEM, meminfo: Path = MEMINFO,
+                 record: Callable[[tuple[int, ...], tuple[int, ...]], None] | None = None
+                 ) -> None:
+        self.path, self.meminfo, self.record = path, meminfo, record
         self.original: tuple[int, int, int] | None = None
+        self.raised: tuple[int, int, int] | None = None
 
     def ensure(self, need_bytes: int) -> None:
         """Room below the pressure threshold for need_bytes of socket buffers."""
@@ -71,18 +83,35 @@ class TcpMemory:
             if new == now:
                 return
             self.original = self.original or now
-            self.path.write_text(" ".join(map(str, new)))
+            if self.record is not None:  # recorded first: a kill right after loses nothing
+                self.record(self.original, new)
+            self.path.write_text(as_text(new))
+            self.raised = new
         except OSError as exc:  # a kernel or namespace that does not let us: say so
             log.warning("tcp_mem not raised (%s): TCP may meet memory pressure", exc)
 
     def restore(self) -> None:
-        """Put tcp_mem back as it was before the first ensure()."""
-        if self.original is not None:
-            try:
-                self.path.write_text(" ".join(map(str, self.original)))
-            except OSError as exc:
-                log.warning("tcp_mem not restored: %s", exc)
-            self.original = None
+        """Put tcp_mem back as it was before the first ensure(), if it is still what we
+        raised it to; forget the raise either way."""
+        if self.original is not None and self.raised is not None:
+            restore_found(self.path, self.original, self.raised)
+        if self.original is not None and self.record is not None:
+            self.record((), ())
+        self.original = self.raised = None
+
+
+def restore_found(path: Path, found: Sequence[int], raised: Sequence[int]) -> str:
+    """Write `found` back to tcp_mem if it still holds `raised` (a value someone raised
+    since is theirs, left as it is); what was done, in words."""
+    try:
+        now = read_tcp_mem(path)
+        if list(now) != list(raised):
+            return f"tcp_mem left at {as_text(now)} (raised since)"
+        path.write_text(as_text(found))
+        return f"tcp_mem put back to {as_text(found)}"
+    except (OSError, ValueError) as exc:
+        log.warning("tcp_mem not restored: %s", exc)
+        return f"tcp_mem not restored: {exc}"
 
 
 def pressures(namespace: str) -> int:
@@ -95,3 +124,9 @@ def pressures(namespace: str) -> int:
             row = dict(zip(names.split()[1:], values.split()[1:]))
             return int(row.get("TCPMemoryPressures", 0))
     return 0
+
+
+def total_pressures(namespaces: Iterable[str]) -> int:
+    """TCPMemoryPressures summed over namespaces: read before and after a measurement, the
+    difference says whether TCP met the kernel's memory pressure meanwhile."""
+    return sum(pressures(ns) for ns in namespaces)

@@ -114,3 +114,42 @@ def test_clean_after_sigkill(phase, live_run, tmp_path):
     for ns in live_run["namespaces"]:
         assert (NETNS / ns).exists()
     assert (STATE / f"{live_run['prefix']}.json").exists()
+
+
+@pytest.mark.runner
+def test_clean_puts_back_the_tcp_mem_a_killed_run_raised(tmp_path):
+    """256 MiB TCP buffers on two hosts need more than a lab kernel's tcp_mem: the run
+    raises it (recording what it found first); killed, `testbed clean` writes it back."""
+    tcp_mem = Path("/proc/sys/net/ipv4/tcp_mem")
+    found = tcp_mem.read_text().split()
+    f = tmp_path / "crash.toml"
+    f.write_text(EXPERIMENT.format(extra='mount = "big"\n[mounts.big]\ntcp_buffer_mib = 256'))
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(f), "--out",
+                             str(tmp_path / "out")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 120
+    while not (registry_of(proc.pid) or {}).get("tcp_mem_set"):
+        assert proc.poll() is None and time.monotonic() < end, proc.stderr.read()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert tcp_mem.read_text().split() != found  # left raised by the kill
+    clean = subprocess.run([sys.executable, "-m", "testbed.cli", "clean"],
+                           capture_output=True, text=True, timeout=60)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert tcp_mem.read_text().split() == found, clean.stdout
+    assert f"tcp_mem put back to {' '.join(found)}" in clean.stdout
+
+
+@pytest.mark.runner
+def test_a_run_that_ends_puts_tcp_mem_back_and_leaves_no_registry(tmp_path):
+    """The same raise on a run that ends normally: tcp_mem as it was, and no registry
+    file left behind (the put-back is recorded before the registry goes, not after)."""
+    from testbed.experiment import run_file
+    tcp_mem = Path("/proc/sys/net/ipv4/tcp_mem")
+    found, registries = tcp_mem.read_text().split(), set(STATE.glob("tb*.json"))
+    f = tmp_path / "ends.toml"
+    f.write_text(EXPERIMENT.format(extra='mount = "big"\n[mounts.big]\ntcp_buffer_mib = 256'))
+    run_file(f, tmp_path / "out")
+    assert tcp_mem.read_text().split() == found
+    assert set(STATE.glob("tb*.json")) == registries
