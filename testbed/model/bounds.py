@@ -8,8 +8,8 @@ Per worker, every bound is a read rate (bytes/s):
            crossing it), times the payload share of a frame (MSS / (MTU + 14))
   window   the TCP buffers: nconnect x (tcp_rmem max x the advertised share) / RTT, the
            share being 1/2 before Linux 6.6 (tcp_adv_win_scale 1) and, since, the received
-           skbs' len/truesize (measured ~0.95 on the lab's veths: 204 MB/s through 6 MiB
-           buffers at 29.4 ms where 1/2 predicted 107); over NFS/RDMA soft-RoCE's
+           skbs' len/truesize (SKB_WINDOW_SHARE, 0.76: one packet per skb, as the lab's
+           paced lines deliver them; up to 0.95 when they arrive merged); over NFS/RDMA soft-RoCE's
            own window instead: 128 unacknowledged packets per queue pair
            (RXE_MAX_UNACKED_PSNS) x the RoCE path MTU (1 KiB on a 1,500-byte link, 4 KiB
            at 9,000) per RTT
@@ -66,15 +66,26 @@ class Path:
         return tcp.mss_bytes(self.mtu)
 
 
+# The share of its buffer an NFS connection's receiver advertises since Linux 6.6, whose
+# receive window is the buffer x len/truesize of the skbs it samples: 0.76 when packets
+# arrive one per skb, as a line paced by htb delivers them (the reading client: 1.55-1.60
+# MB of 2 MiB at 3,000 km, 1 Gbit/s; nfsd receiving writes: 797,952 bytes of 1 MiB; UML
+# 7.2). A bulk stream whose packets arrive faster than the receiver handles them gets
+# them merged (GRO) and advertises up to 0.95 (iperf through the lab's veths); NFS reads
+# at 100 Gbit/s have read up to 1.25 x this term (resnet50, one worker at 3,000 km).
+SKB_WINDOW_SHARE = 0.76
+
+
 def window_share(kernel_release: str) -> float:
     """The share of tcp_rmem a receiver advertises as window on this kernel release:
-    1/2 before 6.6 (tcp_adv_win_scale = 1), 0.95 since (len/truesize of received skbs,
-    measured on the lab's veths, 7.2)."""
+    1/2 before 6.6 (tcp_adv_win_scale = 1), SKB_WINDOW_SHARE since (the least it
+    advertises on the lab's paced lines: a figure above the window term by up to 1.25 x
+    is a receiver that merged its packets)."""
     try:
         major, minor = (int(x) for x in kernel_release.split("-")[0].split(".")[:2])
     except ValueError:
         return 0.5
-    return 0.5 if (major, minor) < (6, 6) else 0.95
+    return 0.5 if (major, minor) < (6, 6) else SKB_WINDOW_SHARE
 
 
 def roce_mtu(link_mtu: int) -> int:

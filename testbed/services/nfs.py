@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -159,6 +160,18 @@ class NfsServer:
         opts = f"{access},fsid=0,no_subtree_check,no_root_squash,insecure"
         (self.dir / "exports").write_text(f"{self.export_dir} {SUBNET}({opts})\n")
 
+    def _keep_under_run(self) -> str:
+        """Shell: /run covered by a private tmpfs, with the export's top folder under /run
+        (the run registry's, /run/apn-testbed) bound back in from a descriptor opened
+        before (mount -c: not canonicalised, so the kernel follows the descriptor)."""
+        cover = "mount -t tmpfs -o mode=0755,size=1m apn-rpcbind /run; "
+        parts = self.export_dir.resolve().parts
+        if len(parts) < 3 or parts[1] != "run":
+            return cover
+        top = shlex.quote(f"/run/{parts[2]}")
+        return (f"exec 9<{top}; {cover}mkdir -p {top}; "
+                f"mount -c --bind /proc/self/fd/9 {top}; exec 9<&-; ")
+
     def _version_flags(self) -> str:
         """rpc.nfsd/rpc.mountd flags that switch off the versions the spec does not serve."""
         vflags = [] if "3" in self.spec.versions else ["-N", "3"]
@@ -170,9 +183,11 @@ class NfsServer:
         # NFSv3 clients find mountd and nfsd through the server's portmapper: a private
         # rpcbind in this namespace, its /run (socket, lock, state) a tmpfs of this mount
         # namespace only, so it never meets the host's rpcbind. It runs in mountd's process
-        # group and is stopped with it.
+        # group and is stopped with it. An export under /run is bound back into the new
+        # /run (through a descriptor opened before it was covered): mountd answers every
+        # version's lookups, and one it cannot see is "No such file or directory".
         rpcbind = (
-            "mount -t tmpfs -o mode=0755,size=1m apn-rpcbind /run; rpcbind -f & "
+            f"{self._keep_under_run()}rpcbind -f & "
             "i=0; while [ ! -S /run/rpcbind.sock ] && [ $i -lt 200 ]; do sleep 0.05; "
             "i=$((i+1)); done; [ -S /run/rpcbind.sock ] || { echo rpcbind did not start; "
             "exit 1; }; "

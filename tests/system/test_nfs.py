@@ -127,15 +127,19 @@ def _pids_named(name: str) -> set[int]:
     return out
 
 
-def test_nfsv3_through_a_private_rpcbind(tmp_path):
+@pytest.mark.parametrize("export", ["tmp", "run"])
+def test_nfsv3_through_a_private_rpcbind(tmp_path, export):
+    """v3 and v4.2 from one nfsd, the export in a folder of its own (tmp) or, as
+    experiments place it, in the run's scratch folder under /run, which the private
+    rpcbind's /run covers in mountd's mount namespace unless bound back in."""
     from testbed.spec import NfsServerSpec
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "v3.bin").write_bytes(os.urandom(3 << 20))
     before = _pids_named("rpcbind")
     net = Network(topology.build("apn", {"workers": 2, "distance_km": 60}))
     net.start()
     try:
+        data = tmp_path / "data" if export == "tmp" else net.scratch("data")
+        data.mkdir(exist_ok=True)
+        (data / "v3.bin").write_bytes(os.urandom(3 << 20))
         server = net.enter(NfsServer(net, "srv", data, NfsServerSpec(versions=("3", "4.2"))))
         m3 = net.enter(NfsMount(net, "w1", server, MountSpec(vers="3")))
         m4 = net.enter(NfsMount(net, "w2", server, MountSpec(vers="4.2")))
