@@ -35,3 +35,11 @@ def test_a_grid_of_answers_is_one_table_with_verdicts(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path / "grid"), "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "2 cells, 1 confirmed" in out and "10 min of wall time" in out
+
+
+def test_the_provenance_names_every_day_the_cells_were_measured():
+    envs = [{"started_utc": "2026-12-06T20:00:00+00:00"}, {"started_utc": "2026-12-05T09:00"},
+            {"started_utc": "2026-12-05T10:00"}]
+    assert advice_grid._dates(envs) == "2026-12-05 to 2026-12-06"
+    assert advice_grid._dates(envs[1:]) == "2026-12-05"
+    assert advice_grid._dates([{}]) == "date not recorded"
