@@ -6,6 +6,9 @@ scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
         [--mounts M,..] [--losses L,..] [--with-marked]
         [--distances KM,..] [--repetitions R] [-p KNOB=VALUE ...]
 
+--workload checkpoint writes checkpoints instead (CHECKPOINT_WORKLOAD: MLPerf Storage's
+llama3_8b.yaml, 2 ranks, scaled): the invariance of writes across dilated time.
+
 From the host it runs `testbed run` in lab kernels (--parallel, default auto: the points
 are independent); inside a lab kernel (lab/run ...) in that one kernel.
 
@@ -57,6 +60,7 @@ import common
 from testbed.experiment import plan as plan_mod
 from testbed.experiment import report
 from testbed.paths import RESULTS
+from testbed.workload import presets
 
 EXPERIMENT = """
 name = "dilation-invariance"
@@ -86,6 +90,31 @@ readers = 2
 prefetch = 2
 measure_s = 10
 measure_max_s = 20
+"""
+# --workload checkpoint: the same scenarios writing llama3 8B's checkpoints (MLPerf
+# Storage's config as it is) instead of reading: 2 of its 8 ranks on 2 workers sharing
+# the line, each writing 1/1000 of its 13.1 GiB (13.4 MiB in DLIO's two files), 10
+# checkpoints with fsync then read back, the time between them scaled alike (5 ms).
+# AU is then the training's share of time not lost to checkpoint writes, MB/s a rank's
+# write rate.
+CHECKPOINT_WORKLOAD = """
+[fixed]
+workers = 2
+rate = "200mbit"
+congestion = "{cc}"
+delayed_ack = {delayed_ack}
+loss_probe = {loss_probe}
+[sweep]
+mount = [{mounts}]
+loss_pct = [{losses}]
+distance_km = [{distances}]
+time_scale = [{ks}]
+[mounts.tuned]
+nconnect = 4
+tcp_buffer_mib = "auto"
+[workload]
+dlio = "{dlio}"
+scale = 0.001
 """
 KEYS = ["mount", "loss_pct", "distance_km"]
 
@@ -156,6 +185,8 @@ def figure(s: pd.DataFrame, out: Path, cc: str) -> Path:
 def parse_args() -> argparse.Namespace:
     """The scenarios' options."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workload", default="loader", choices=["loader", "checkpoint"],
+                    help="read a training set (default) or write llama3 8B's checkpoints")
     ap.add_argument("--ks", default="1,2,5,10")
     ap.add_argument("--cc", default="reno", choices=["cubic", "reno"])
     ap.add_argument("--delayed-ack", default="off", choices=["on", "off"],
@@ -182,11 +213,14 @@ def write_experiment(args: argparse.Namespace, out: Path) -> Path:
     """The experiment file for these options, beside the results folder (`testbed run`
     owns the folder itself)."""
     f = out.parent / f"{out.name}.toml"
-    f.write_text(EXPERIMENT.format(ks=args.ks, cc=args.cc, losses=args.losses,
-                                   reps=args.repetitions, distances=args.distances,
-                                   delayed_ack=str(args.delayed_ack == "on").lower(),
-                                   loss_probe=str(args.loss_probe == "on").lower(),
-                                   mounts=", ".join(f'"{m}"' for m in args.mounts.split(","))))
+    text = EXPERIMENT if args.workload == "loader" else \
+        EXPERIMENT[:EXPERIMENT.index("[fixed]")].lstrip("\n") + CHECKPOINT_WORKLOAD
+    f.write_text(text.format(ks=args.ks, cc=args.cc, losses=args.losses,
+                             reps=args.repetitions, distances=args.distances,
+                             delayed_ack=str(args.delayed_ack == "on").lower(),
+                             loss_probe=str(args.loss_probe == "on").lower(),
+                             mounts=", ".join(f'"{m}"' for m in args.mounts.split(",")),
+                             dlio=Path(presets.MLPERF_DIR) / "llama3_8b.yaml"))
     return f
 
 

@@ -71,7 +71,11 @@ class ResultStore:
         self.out = out
         self.csv = out / "results.csv"
         self.columns = columns
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # read-only, a file in the way, no permission
+            raise ResultsError(f"{out}: cannot create the results folder: "
+                               f"{exc.strerror or exc}") from None
 
     def done(self) -> set[str]:
         """The ids (point|rep) already measured successfully (failed ones run again)."""

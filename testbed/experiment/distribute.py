@@ -61,7 +61,7 @@ def job_timeout_s(plan: Plan, job: jobs.Job) -> int:
         pts = [index[r][0] for r in job.runs]
     else:
         pts = list(plan.points)
-    per = [estimate.point_seconds(p, plan.resolver.topo(p.workers)) for p in pts]
+    per = [estimate.run_seconds(plan, p) for p in pts]
     est = estimate.site_seconds(pts[0]) + BOOT_S if pts else BOOT_S
     est += sum(per) if job.setting is None else \
         2 * plan.repetitions * search_mod.expected_probes(plan) * max(per, default=0.0)

@@ -17,14 +17,19 @@ from collections.abc import Callable
 from rich.table import Table
 
 from testbed.topology import SiteTopo, worker_hosts
-from testbed.experiment import explain, resolve
+from testbed.experiment import explain, kinds, resolve
 from testbed.experiment import search as search_mod
 from testbed.experiment.measure import warmup_bytes
 from testbed.experiment.plan import Plan, Point, format_value
+from testbed.model.write import write_bound
+from testbed.workload.dlio_checkpoint import CheckpointJob
 
 SITE_SETUP_S = 4.0          # namespaces, links, nfsd start (lab kernel, measured ~3-4 s)
 DATASET_MB_S = 150.0        # dataset generation into tmpfs in the lab kernel
 POINT_OVERHEAD_S = 2.0      # fibre change, drop_caches, mounts, loader start, unmounts
+CHECKPOINT_OVERHEAD_S = 1.0  # per checkpoint: rank processes' barrier, drop_caches, checks
+READ_REQUEST = 1 << 20      # a checkpoint is read back in 1 MiB reads (measure_checkpoint)
+COLD_WINDOW = 10 * 1448     # TCP's initial window, where an idle connection restarts
 
 
 def _read_MB_s(point: Point, topo: SiteTopo, fetch: bool = False) -> float:
@@ -102,6 +107,52 @@ def point_seconds(point: Point, topo: SiteTopo) -> float:
     return POINT_OVERHEAD_S + point.time_scale * (prep + min(warm, wl.warmup_max_s) + measure)
 
 
+def run_seconds(plan: Plan, point: Point) -> float:
+    """Estimated wall time of one repetition of a point of `plan`, by its kind: a
+    checkpoint's (checkpoint_seconds) or a loader's (point_seconds)."""
+    topo = plan.resolver.topo(point.workers)
+    job = plan.resolver.raw.checkpoint
+    return point_seconds(point, topo) if job is None else \
+        checkpoint_seconds(job, point, topo)
+
+
+def checkpoint_seconds(job: CheckpointJob, point: Point, topo: SiteTopo) -> float:
+    """Estimated wall time of a checkpoint point: k x (each checkpoint's training
+    interval and write, each read back), the write and the read back both taken at the
+    write model's time for rank 0 (the largest): at a distance the round trips, k times
+    longer in real time, are most of it."""
+    files = kinds.rank_files(point, 0, job)
+    _, rmem = explain.planned_inputs(point)
+    path = explain.write_path(topo, point, worker_hosts(topo)[0], rmem)
+    write_s = write_bound(path, files).seconds
+    request = min(point.mount.rsize, READ_REQUEST)
+    read_s = sum(1 + cold_read_rtts(n, request, path.connections,
+                                    int(path.buffer_bytes * path.window_share))
+                 for n in files) * path.rtt_s + sum(files) / path.share_Bps
+    interval = job.interval_s * float(point.value("workload_scale"))
+    emulated = job.writes * (interval + write_s) + job.reads * read_s
+    return POINT_OVERHEAD_S + (job.writes + job.reads) * CHECKPOINT_OVERHEAD_S + \
+        point.time_scale * emulated
+
+
+def cold_read_rtts(nbytes: int, request: int, connections: int, cap: int) -> int:
+    """Round trips to read a file of `nbytes` in sequential requests of `request` bytes,
+    one at a time, spread round-robin over `connections` that start cold (an idle TCP
+    connection restarts from 10 segments) and double their window each round trip up to
+    `cap`. A planning figure for a checkpoint's read back: with nconnect 8 every
+    connection pays its own slow start (1,000 km, llama3 8B at 1/1000: 0.59 s read back
+    with 8 connections against 0.13 s with one, docs/results/checkpoint); with one it
+    overstates by ~1.5x (the read-ahead overlaps requests)."""
+    cwnd, rtts = [COLD_WINDOW] * max(1, connections), 0
+    for i, start in enumerate(range(0, nbytes, request)):
+        left, c = min(request, nbytes - start), i % len(cwnd)
+        while left > 0:
+            left -= min(cwnd[c], left)
+            cwnd[c] = min(2 * cwnd[c], max(cap, COLD_WINDOW))
+            rtts += 1
+    return rtts
+
+
 def site_seconds(point: Point) -> float:
     """Estimated set-up time of a testbed for a point's group."""
     return SITE_SETUP_S + point.dataset.total_bytes / 1e6 / DATASET_MB_S + \
@@ -114,11 +165,10 @@ def estimate_seconds(plan: Plan) -> tuple[float, float]:
     for p in plan.points:
         if p.group != group:
             grid, group = grid + site_seconds(p), p.group
-        grid += plan.repetitions * point_seconds(p, plan.resolver.topo(p.workers))
+        grid += plan.repetitions * run_seconds(plan, p)
     search = 0.0
     if plan.search is not None:
-        mean = sum(point_seconds(p, plan.resolver.topo(p.workers))
-                   for p in plan.points) / max(1, len(plan.points))
+        mean = sum(run_seconds(plan, p) for p in plan.points) / max(1, len(plan.points))
         search = search_mod.max_runs(plan) * mean
     return grid, search
 

@@ -74,6 +74,12 @@ EMULATOR_RULES: tuple[tuple[str, Callable[[Evidence], bool]], ...] = (
 )
 
 
+PLANNED_RA_KB = 128  # the read-ahead a write path's inputs are built with (unused by it)
+# The share of its tcp_rmem maximum nfsd advertises to a writing client: 797,952 bytes of
+# 1 MiB (UML 7.2, tests/system/test_write_model.py), the reading client's alike.
+NFSD_WINDOW_SHARE = model.SKB_WINDOW_SHARE
+
+
 @functools.cache
 def software_emulated() -> bool:
     """Whether this kernel runs on QEMU's software emulation: lab/run --vm says so
@@ -135,6 +141,18 @@ def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_
     return path, reading, demand
 
 
+def write_path(topo: topology.SiteTopo, point: Point, worker: str,
+               rmem_max: int) -> model.WritePath:
+    """The write model's path for one worker (a checkpoint rank): its round trip, fair
+    share of the line (payload), the mount's wsize and connections, the TCP buffers."""
+    path, _, _ = inputs(topo, point, worker, PLANNED_RA_KB, rmem_max, point.congestion)
+    return model.WritePath(rtt_s=path.rtt_s, share_Bps=model.fibre_Bps(path),
+                           wsize=point.mount.wsize, connections=point.mount.nconnect,
+                           buffer_bytes=rmem_max,
+                           window_share=min(path.window_share, NFSD_WINDOW_SHARE),
+                           loss=path.loss, mtu=path.mtu, cc=path.cc)
+
+
 def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,
            rmem_max: int, cc: str, fetch: bool = False) -> model.Bounds:
     """The model's bounds for one worker of a point, from the kernel's own read-ahead and
@@ -181,3 +199,19 @@ def explain(b: model.Bounds, row: dict[str, Any], drops: int, sent_pkts_est: flo
         "emulator_limited": bool(reasons), "emulator_reason": "+".join(reasons),
         "qdisc_drops": drops, "fibre_MB_s": fibre_MB_s, "tcp_rmem_max": rmem_max,
     }
+
+
+def write_marks(row: dict[str, Any], cpu_busy_pct: float, tcp_pressures: int) -> dict[str, Any]:
+    """The emulator marks of a checkpoint row (its write_s against write_model_s, the CPU's
+    busy share over the checkpoints): a co-located write the lab kernel's CPU holds back
+    is the emulator's figure, not the scenario's, as a read point's is. The row's
+    limited_by becomes "emulator" when a rule trips."""
+    rank_MB, write_s, model_s = (float(row.get(c, math.nan))
+                                 for c in ("rank_MB", "write_s", "write_model_s"))
+    mb = lambda s: rank_MB / s if s > 0 else math.nan  # noqa: E731
+    e = Evidence(cpu_busy_pct, 0.0, 0, 0.0, mb(write_s), mb(model_s), software_emulated(),
+                 False, tcp_pressures)
+    reasons = emulator_reasons(e)
+    return {"cpu_busy_pct": cpu_busy_pct, "tcp_mem_pressures": tcp_pressures,
+            "emulator_limited": bool(reasons), "emulator_reason": "+".join(reasons),
+            **({"limited_by": "emulator"} if reasons else {})}

@@ -83,17 +83,24 @@ class EventLog:
                       "seconds": seconds})
 
 
+def _user_file(jobdir: Path, sent: dict[str, str] | None, kind: str) -> Path | None:
+    """The DLIO config or trace the host read, written into the job's folder as it read
+    it (None when the plan names none)."""
+    if not sent:
+        return None
+    at = jobdir / kind / Path(sent["name"]).name
+    at.parent.mkdir(exist_ok=True)
+    at.write_text(sent["text"], encoding="utf-8")
+    return at
+
+
 def measure_job(spec: dict[str, Any], jobdir: Path) -> dict[str, Any]:
     """Load the plan from the spec and measure its runs (or its search setting) into
     jobdir; what happened, for status.json. Raises SpecError as the host's run would."""
     path = jobdir / spec["experiment"]["name"]
     path.write_text(spec["experiment"]["text"], encoding="utf-8")
-    dlio_at = None
-    if spec.get("dlio"):  # the DLIO config the host read, as it read it
-        dlio_at = jobdir / "dlio" / spec["dlio"]["name"]
-        dlio_at.parent.mkdir(exist_ok=True)
-        dlio_at.write_text(spec["dlio"]["text"], encoding="utf-8")
-    plan = plan_mod.load(path, spec["overrides"], dlio_at)
+    dlio_at, trace_at = (_user_file(jobdir, spec.get(k), k) for k in ("dlio", "trace"))
+    plan = plan_mod.load(path, spec["overrides"], dlio_at, trace_at)
     if spec.get("calibrate"):
         return {"calibrated_MB_s": dilation.calibrate()}
     if spec.get("capacity_MB_s"):

@@ -64,12 +64,13 @@ def spec(job: Job, plan: Plan, overrides: dict[str, str], seed_csv: str | None =
                            "text": Path(plan.path).read_text(encoding="utf-8")},
             "overrides": dict(overrides), "runs": list(job.runs), "setting": job.setting,
             "calibrate": job.calibrate, "capacity_MB_s": capacity_MB_s,
-            "seed_csv": seed_csv, "timeout_s": int(timeout_s), "dlio": _dlio(plan)}
+            "seed_csv": seed_csv, "timeout_s": int(timeout_s),
+            "dlio": _sent(plan.resolver.raw.dlio), "trace": _sent(plan.resolver.raw.trace)}
 
 
-def _dlio(plan: Plan) -> dict[str, str] | None:
-    """The DLIO config the plan names, as text: the job may run where its path is not."""
-    path = plan.resolver.raw.dlio
+def _sent(path: str) -> dict[str, str] | None:
+    """A file the plan names (its DLIO config, its trace), as text: the job may run
+    where its path is not."""
     if not path:
         return None
     return {"name": Path(path).name, "text": Path(path).read_text(encoding="utf-8")}

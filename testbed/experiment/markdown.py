@@ -103,9 +103,13 @@ def _row(r: pd.Series, knobs: list[str], sites: bool, counts: bool) -> list[str]
     """One table row: the knobs, then the metrics, then n when points differ in it."""
     cells = [_knob_cell(r.get(k, math.nan)) for k in knobs]
     cells += [str(r["site"])] if sites else []
-    cells += [report._cell(r.get("rtt_ms", math.nan), 2), report._pm(r, "throughput_MB_s"),
-              report._pm(r, "au_pct"), report._pm(r, "slowdown_pct"),
-              report._rate(r.get("model_MB_s", math.nan)), report._limit(r)]
+    if "write_s" in r:  # a checkpoint run: the terminal report's columns
+        cells += [cell(r) for _, cell in report.CHECKPOINT_CELLS]
+    else:
+        cells += [report._cell(r.get("rtt_ms", math.nan), 2),
+                  report._pm(r, "throughput_MB_s"), report._pm(r, "au_pct"),
+                  report._pm(r, "slowdown_pct"), report._rate(r.get("model_MB_s", math.nan)),
+                  report._limit(r)]
     if counts:
         failed = int(r.get("failed", 0) or 0)
         cells.append(f"{int(r['n'])}" + (f" ({failed} failed)" if failed else ""))
@@ -117,7 +121,8 @@ def table(folder: Folder) -> list[str]:
     s = folder.summary
     sites = s["site"].nunique() > 1
     counts = bool((s["n"] != 1).any() or s["failed"].astype(bool).any())
-    heads = [_head(k) for k in folder.knobs] + (["site"] if sites else []) + list(METRICS)
+    metrics = [h for h, _ in report.CHECKPOINT_CELLS] if "write_s" in s else list(METRICS)
+    heads = [_head(k) for k in folder.knobs] + (["site"] if sites else []) + metrics
     heads += ["n"] if counts else []
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for _, r in s.iterrows():

@@ -29,19 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import labkernel, model, procfs, topology, workload
+from testbed import model, topology, workload
 from testbed.errors import PointFailed
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
-from testbed.experiment import record
+from testbed.experiment import kinds, measure_checkpoint, measure_trace, record
 from testbed.experiment.datapaths import REGISTRY as DATA_PATHS
 from testbed.experiment.datapaths import drop_caches
 from testbed.experiment.plan import Plan, Point
 from testbed.experiment.rig import Rig, counters
-from testbed.network import tcp_memory
 from testbed.services.nfs import NfsMount, NfsServer
 
 log = logging.getLogger(__name__)
+# How the other kinds (experiment.kinds) are measured, given the mounts and path rows.
+OTHER_KINDS = {kinds.TRACE: measure_trace.measure, kinds.CHECKPOINT: measure_checkpoint.measure}
 
 SERVER_CHECK_S = 1.0  # how often nfsd is checked while the loaders read (real seconds)
 
@@ -146,10 +147,15 @@ def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dic
         if plan.capture is not None and rep == 0:
             state.set_phase("capture")
             cap = capture_mod.start(rig.net, rig.workers[0], plan.capture, point.id, stack)
-        state.set_phase("loader")
-        runs, ctx = _load(rig, point, rep, mounts, prepared)
-        record.write_steps(out, point.run_id(rep), rig.workers, runs)
-        rows = _rows(plan, rig, point, rep, runs, prepared, ctx)
+        kind = kinds.name_of(plan)
+        state.set_phase(kind)
+        if kind == kinds.LOADER:
+            runs, ctx = _load(rig, point, rep, mounts, prepared)
+            record.write_steps(out, point.run_id(rep), rig.workers, runs)
+            rows = _rows(plan, rig, point, rep, runs, prepared, ctx)
+        else:
+            rows = OTHER_KINDS[kind](plan, rig, point, rep, mounts, prepared,
+                                     path_rows(plan, rig, point, rep))
         if cap is not None:
             _add_capture(plan, cap, rows, rig, point, out)
     state.set_phase("between points")
@@ -180,28 +186,19 @@ def _load(rig: Rig, point: Point, rep: int, mounts: list[NfsMount],
     assert rig.server is not None
     watch = ServerWatch(rig.server, [m for m, p in zip(mounts, prepared)
                                      if p.root == m.path or m.path in p.root.parents])
-    before, busy0, total0, t0 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
-    host0, mem0 = labkernel.host_sample(), _tcp_pressures(rig)
+    before, machine0, t0 = rig.fibre_readback(), rig.machine(), time.monotonic()
     runs = _run_loaders([p.root for p in prepared], point, rep, paths, watch)
     if watch.reason is not None:
         errors = "; ".join(f"{w}: {r.error}" for w, r in zip(rig.workers, runs) if r.error)
         raise PointFailed(f"{watch.reason}" + (f"; the loaders' reads failed ({errors})"
                                                if errors else ""))
-    after, busy1, total1, t1 = rig.fibre_readback(), *procfs.cpu_times(), time.monotonic()
-    host1, mem1 = labkernel.host_sample(), _tcp_pressures(rig)
-    ctx = _Context([m.read_ahead_kb() for m in mounts],
-                   100.0 * (busy1 - busy0) / max(1.0, total1 - total0),
+    after, machine1, t1 = rig.fibre_readback(), rig.machine(), time.monotonic()
+    busy, host, pressures = machine1.since(machine0)
+    ctx = _Context([m.read_ahead_kb() for m in mounts], busy,
                    {n: tuple(b - a for a, b in zip(counters(before[n]), counters(after[n])))
                     for n in after},
-                   t1 - t0, labkernel.host_share(host0, host1)
-                   if host0 is not None and host1 is not None else {},
-                   {n: r.seed for n, r in before.items()}, mem1 - mem0)
+                   t1 - t0, host, {n: r.seed for n, r in before.items()}, pressures)
     return runs, ctx
-
-
-def _tcp_pressures(rig: Rig) -> int:
-    """How often the hosts' TCP met the kernel's memory pressure so far, all together."""
-    return sum(tcp_memory.pressures(rig.net.namespace(h)) for h in rig.net.hosts)
 
 
 @dataclass(frozen=True)
@@ -241,20 +238,28 @@ def _seed_text(rig: Rig, worker: str, seeds: dict[str, int | None]) -> str:
     return "" if seed is None else f"0x{seed:016x}"
 
 
+def path_rows(plan: Plan, rig: Rig, point: Point, rep: int) -> list[dict[str, Any]]:
+    """One row per worker with the point's identity and the worker's path filled in."""
+    rows = []
+    for w in rig.workers:
+        path = path_of(rig, point, w)
+        row = record.base_row(plan, point, rep, w, topology.site_of(rig.topo, w))
+        row.update({"path_km": path.km, "rtt_ms": path.rtt_ms,
+                    "path_rate_mbit": path.rate_mbit, "path_loss_pct": path.loss_pct,
+                    "mss_bytes": path.mss_bytes})
+        rows.append(row)
+    return rows
+
+
 def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.LoaderRun],
           prepared: list[Any], ctx: _Context) -> list[dict[str, Any]]:
     """One row per worker; PointFailed if any worker's loader hit an I/O error."""
     errors = [f"{w}: {r.error}" for w, r in zip(rig.workers, runs) if r.error]
     if errors:
         raise PointFailed("; ".join(errors))
-    rows = []
-    for w, run, prep, ra_kb in zip(rig.workers, runs, prepared, ctx.ra_kb):
-        path = path_of(rig, point, w)
-        row = record.base_row(plan, point, rep, w, topology.site_of(rig.topo, w))
-        row.update({"path_km": path.km, "rtt_ms": path.rtt_ms,
-                    "path_rate_mbit": path.rate_mbit, "path_loss_pct": path.loss_pct,
-                    "mss_bytes": path.mss_bytes,
-                    **workload.summarise(run, point.workload, point.time_scale),
+    rows = path_rows(plan, rig, point, rep)
+    for row, w, run, prep, ra_kb in zip(rows, rig.workers, runs, prepared, ctx.ra_kb):
+        row.update({**workload.summarise(run, point.workload, point.time_scale),
                     "prep_s": prep.prep_s / point.time_scale,
                     "cpu_busy_pct": ctx.cpu_busy_pct, **ctx.host,
                     "read_ahead_kb_kernel": ra_kb, "tcp_mem_pressures": ctx.tcp_pressures,
@@ -262,7 +267,6 @@ def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.Load
         row.update(_explained(rig, point, w, row, ra_kb, ctx))
         if plan.capture is not None:
             row["captured"] = False
-        rows.append(row)
     _line_use(rig, point, rows)
     return rows
 

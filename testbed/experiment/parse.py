@@ -31,14 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from testbed import userfiles
-from testbed.errors import SpecError
+from testbed.errors import SpecError, WorkloadError
 from testbed.schema import FILE_SETTINGS, FLOAT_TEXT_RE, Dimension, tolerance_row
 from testbed.experiment import dimensions as dims
 from testbed.experiment.dimensions import Key, did_you_mean, number, show
 from testbed.topology import fibres as topo_fibres
 from testbed.topology import load_topologies
 from testbed.topology import build as build_topology
-from testbed.workload import dlio
+from testbed.workload import dlio, tracefile
+from testbed.workload.dlio_checkpoint import CheckpointJob
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
 TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
@@ -108,6 +109,8 @@ class RawPlan:
     capture: CaptureOption | None = None
     overrides: dict[str, str] = field(default_factory=dict)
     dlio: str = ""  # the DLIO workload config the workload came from (absolute path)
+    checkpoint: CheckpointJob | None = None  # the DLIO config is checkpoint-only
+    trace: str = ""  # [workload] trace: the recorded I/O trace replayed (absolute path)
     notes: list[str] = field(default_factory=list)  # warnings, logged once the plan is valid
 
 
@@ -238,8 +241,8 @@ def _sections(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
         table = _table(cfg, section, where)
         known = dims.in_section(section)
         for k, v in table.items():
-            if section == "workload" and k == DLIO_KEY:
-                continue  # read after every plain value (_dlio_file)
+            if section == "workload" and k in (DLIO_KEY, TRACE_KEY):
+                continue  # read after every plain value (_dlio_file, _trace_file)
             if k not in known:
                 raise where.at(section).error(k, v, "unknown key" + did_you_mean(
                     k, tuple(known)) + f"; known: {', '.join(known)}")
@@ -248,17 +251,19 @@ def _sections(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
 
 
 DLIO_KEY = "dlio"
+TRACE_KEY = "trace"
 
 
-def _dlio_path(value: Any, base: Path, where: Where) -> Path:
-    """A DLIO config's path as written (relative to `base`), checked to be text."""
+def _dlio_path(value: Any, base: Path, where: Where, key: str = DLIO_KEY,
+               what: str = "a DLIO workload YAML file") -> Path:
+    """A user file's path as written (relative to `base`), checked to be text."""
     if not isinstance(value, str) or not value.strip() or "\0" in value:
-        raise where.error(DLIO_KEY, value, "the path of a DLIO workload YAML file")
+        raise where.error(key, value, f"the path of {what}")
     path = Path(value)
     try:
         return (path if path.is_absolute() else base / path).resolve()
     except (RuntimeError, OSError) as exc:  # a symlink loop; a name too long
-        raise where.error(DLIO_KEY, value, f"cannot be resolved: {exc}") from None
+        raise where.error(key, value, f"cannot be resolved: {exc}") from None
 
 
 def _take_dlio(raw: RawPlan, path: Path, where: Where, fix: bool) -> None:
@@ -279,6 +284,12 @@ def _take_dlio(raw: RawPlan, path: Path, where: Where, fix: bool) -> None:
         job = dlio.load(path)
     except SpecError as exc:
         raise where.plain(str(exc)) from None
+    raw.dlio = str(path)
+    raw.notes += [note for note in (dlio.warning(job),) if note]
+    if isinstance(job, CheckpointJob):  # writes checkpoints: no loader knobs to set
+        raw.checkpoint = job
+        return
+    raw.checkpoint = None
     scale_key = Key(dims.BY_NAME["workload_scale"])
     scale = raw.fixed.get(scale_key, raw.sections.get(scale_key, 1.0))
     for name, value in job.knobs(scale).items():
@@ -292,8 +303,6 @@ def _take_dlio(raw: RawPlan, path: Path, where: Where, fix: bool) -> None:
     if raw.au_bar is None or fix:
         raw.au_bar = _checked(FILE_SETTINGS["au_bar"], job.au_bar, where,
                               f"{path.name}: metric.au as au_bar")
-    raw.dlio = str(path)
-    raw.notes += [note for note in (dlio.warning(job),) if note]
 
 
 def _dlio_file(cfg: dict[str, Any], raw: RawPlan, where: Where,
@@ -305,6 +314,38 @@ def _dlio_file(cfg: dict[str, Any], raw: RawPlan, where: Where,
         w = where.at("workload")
         path = _dlio_path(table[DLIO_KEY], where.path.parent, w)
         _take_dlio(raw, dlio_at or path, w, fix=False)
+
+
+def _trace_file(cfg: dict[str, Any], raw: RawPlan, where: Where,
+                trace_at: Path | None) -> None:
+    """[workload] trace = "FILE" (a recorded job's I/O, testbed trace record; relative to
+    the experiment file's folder; a lab kernel's job reads the copy it was sent). The
+    file is read now: a malformed one is refused before anything runs."""
+    table = _table(cfg, "workload", where)
+    if TRACE_KEY not in table:
+        return
+    w = where.at("workload")
+    path = _dlio_path(table[TRACE_KEY], where.path.parent, w, TRACE_KEY,
+                      "a trace file (testbed trace record)")
+    if raw.dlio or Key(dims.BY_NAME["workload"]) in {**raw.sections, **raw.fixed, **raw.sweep}:
+        raise w.error(TRACE_KEY, str(path), "the workload is also named by a preset or a "
+                      "DLIO config: keep one of them")
+    try:
+        tracefile.load(trace_at or path)
+    except (SpecError, WorkloadError) as exc:
+        raise w.plain(str(exc)) from None
+    raw.trace = str(trace_at or path)
+
+
+def _one_workload(raw: RawPlan, where: Where) -> None:
+    """A trace and a DLIO config or preset (from the file, --dlio or -p) are two
+    workloads: refused, whichever came last."""
+    preset = Key(dims.BY_NAME["workload"])
+    if raw.trace and (raw.dlio or any(preset in layer for layer in
+                                      (raw.sections, raw.fixed, raw.sweep))):
+        other = "the DLIO config " + Path(raw.dlio).name if raw.dlio else "a workload preset"
+        raise where.at("workload").error(TRACE_KEY, Path(raw.trace).name,
+                                         f"{other} names a workload too: keep one of them")
 
 
 def _mounts(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
@@ -441,10 +482,10 @@ def apply_overrides(raw: RawPlan, overrides: dict[str, str],
 
 
 def parse(path: str | Path, overrides: dict[str, str] | None = None,
-          dlio_at: Path | None = None) -> RawPlan:
+          dlio_at: Path | None = None, trace_at: Path | None = None) -> RawPlan:
     """Read and check an experiment file (and -p overrides); SpecError on any problem.
     `dlio_at`: where the DLIO config the file or --dlio names was copied to (a job in a
-    lab kernel, which gets its text, not its path)."""
+    lab kernel, which gets its text, not its path); `trace_at` likewise for the trace."""
     p = Path(path)
     cfg = read_toml(p)
     where = Where(p)
@@ -457,9 +498,11 @@ def parse(path: str | Path, overrides: dict[str, str] | None = None,
     _sweep(cfg, raw, where)
     if DLIO_KEY not in (overrides or {}):  # --dlio replaces the file's
         _dlio_file(cfg, raw, where, dlio_at)
+    _trace_file(cfg, raw, where, trace_at)
     _search(cfg, raw, where)
     _capture(cfg, raw, where)
     apply_overrides(raw, overrides or {}, dlio_at)
+    _one_workload(raw, where)
     raw.overrides = dict(overrides or {})
     if not any(t in cfg for t in TABLES):  # checked last: any other error first
         raise where.plain("nothing to measure: the file has no table ([fixed], [sweep], "

@@ -241,7 +241,8 @@ def model_reading(point: Point, ra_kb: int) -> Reading:
     wl = point.workload
     reads, read_bytes = reads_per_batch(point)
     return Reading(readers=min(wl.readers, wl.prefetch * reads), sample_bytes=read_bytes,
-                   read_bytes=wl.read_kib << 10, rsize=point.mount.rsize, ra_bytes=ra_kb << 10)
+                   read_bytes=wl.read_kib << 10, rsize=point.mount.rsize, ra_bytes=ra_kb << 10,
+                   meta_rtts=sim.open_rtts(point.mount.vers))
 
 
 def _model_can_estimate(p: Point) -> str | None:
@@ -500,17 +501,37 @@ def _check_search(raw: RawPlan, resolver: Resolver, fixed: dict[Key, Any],
             resolver.point({**fixed, **setting, s.key: v}, id_keys)
 
 
+def _check_ranks(raw: RawPlan, points: list[Point]) -> None:
+    """SpecError (one line) unless every point's workers can be ranks of the checkpoint
+    job: no more workers than its ranks, ranks its parallelism divides, a size a rank's
+    bytes hold at the point's scale."""
+    job = raw.checkpoint
+    assert job is not None
+    for workers, scale in sorted({(p.workers, float(p.value("workload_scale")))
+                                  for p in points}):
+        ranks = job.ranks(workers)
+        if workers > ranks:
+            raise SpecError(f"{raw.path}: workers = {workers}: {job.name} is a "
+                            f"{ranks}-rank checkpoint (one rank per GPU worker)")
+        try:
+            job.rank_files(0, ranks, scale)
+        except SpecError as exc:
+            raise SpecError(f"{raw.path}: {exc}") from None
+
+
 def load(path: str | Path, overrides: dict[str, str] | None = None,
-         dlio_at: Path | None = None) -> Plan:
+         dlio_at: Path | None = None, trace_at: Path | None = None) -> Plan:
     """Read, check and resolve an experiment file into a Plan; SpecError (one line: the
     file, the table or point, the key, the value, what is allowed) on any problem.
-    `dlio_at`: a job's copy of the DLIO config the plan names (parse)."""
-    raw = parse(path, overrides, dlio_at)
+    `dlio_at`, `trace_at`: a job's copies of the DLIO config and trace the plan names."""
+    raw = parse(path, overrides, dlio_at, trace_at)
     resolver = Resolver(raw)
     fixed = {**_implicit(raw, resolver), **raw.fixed}
     id_keys = _id_keys(raw, fixed)
     points = _grid(raw, resolver, fixed, id_keys)
     _check_search(raw, resolver, fixed, id_keys)
+    if raw.checkpoint is not None:
+        _check_ranks(raw, points)
     for note in raw.notes:  # now that the plan is valid: an error stays the one line
         log.warning(note)
     return Plan(name=raw.name, path=raw.path, topology=raw.topology,

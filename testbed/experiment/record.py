@@ -22,7 +22,7 @@ from testbed import atomic, results, workload
 from testbed.errors import SpecError
 from testbed.experiment import capture as capture_mod
 from testbed.experiment import explain as explain_mod
-from testbed.experiment import resolve
+from testbed.experiment import kinds, resolve
 from testbed.experiment.plan import Plan, Point, format_value
 
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
@@ -38,13 +38,21 @@ CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kerne
            "line_use_pct", "tcp_mem_pressures", *explain_mod.COLUMNS)
 
 
+# A checkpoint point's own figures (experiment.measure_checkpoint), after METRICS.
+CHECKPOINT = ("write_s", "write_ci_s", "read_s", "read_ci_s", "fsync_s", "warmup_write_s",
+              "write_MB_s", "read_MB_s", "rank_MB", "checkpoint_MB", "checkpoints_verified",
+              "interval_s", "training_time_lost_pct", "write_model_s", "write_full_model_s",
+              "full_limited_by", "full_lost_pct")
+
+
 def columns(plan: Plan) -> list[str]:
     """results.csv's columns for this plan (the same for every row, failed ones too)."""
     first = plan.points[0]
     knob_cols = [k.column for k, _ in first.settings]
     ident = [k.column for k in plan.id_keys if k.column not in knob_cols]
     extra = [*capture_mod.COLUMNS, "captured"] if plan.capture else []
-    return [*RUN, *ident, *knob_cols, *PATH, *METRICS, *CONTEXT, *extra]
+    own = CHECKPOINT if kinds.name_of(plan) == kinds.CHECKPOINT else ()
+    return [*RUN, *ident, *knob_cols, *PATH, *METRICS, *own, *CONTEXT, *extra]
 
 
 def base_row(plan: Plan, point: Point, rep: int, worker: str, site_name: str) -> dict[str, Any]:
@@ -103,7 +111,8 @@ def meta_of(plan: Plan) -> dict[str, Any]:
     time scales as resolved: for "auto", the calibration and every point's k)."""
     return {
         "experiment": plan.name, "file": str(plan.path), "topology": plan.topology,
-        "dlio": plan.resolver.raw.dlio or None,
+        "dlio": plan.resolver.raw.dlio or None, "trace": plan.resolver.raw.trace or None,
+        "kind": kinds.name_of(plan),
         "description": plan.description, "repetitions": plan.repetitions,
         "au_bar": plan.au_bar, "environment": results.environment(),
         "search": None if plan.search is None else {

@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 from rich.table import Table
@@ -18,7 +18,7 @@ from rich.table import Table
 from testbed import atomic, plots, results
 from testbed.errors import ResultsError
 from testbed.experiment import search as search_mod
-from testbed.experiment import summary
+from testbed.experiment import kinds, summary
 from testbed.experiment.capture import slug
 from testbed.experiment.dimensions import Key
 from testbed.experiment.plan import Plan, format_value
@@ -77,31 +77,52 @@ def _rate(value: float) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.1f}"
 
 
-def _pm(row: pd.Series, metric: str) -> str:
+def _pm(row: pd.Series, metric: str, digits: int = 1) -> str:
     mean, ci = row.get(metric, math.nan), row.get(f"{metric}_ci", math.nan)
     if mean != mean:
         return "failed" if row.get("failed", 0) else ""
     if metric.endswith("MB_s") and 0 < abs(mean) < 1:
         return _rate(mean) + (f" ± {_rate(ci)}" if ci == ci else "")
-    return f"{mean:.1f}" + (f" ± {ci:.1f}" if ci == ci else "")
+    return f"{mean:.{digits}f}" + (f" ± {ci:.{digits}f}" if ci == ci else "")
+
+
+# The table's measured columns after the point's knobs: (heading, cell of a summary row),
+# per kind of workload (experiment.kinds).
+Cells = list[tuple[str, Callable[[pd.Series], str]]]
+LOADER_CELLS: Cells = [
+    ("RTT ms", lambda r: _cell(r.get("rtt_ms", math.nan), 2)),
+    ("MB/s", lambda r: _pm(r, "throughput_MB_s")), ("AU %", lambda r: _pm(r, "au_pct")),
+    ("slowdown %", lambda r: _pm(r, "slowdown_pct")),
+    ("model MB/s", lambda r: _rate(r.get("model_MB_s", math.nan))),
+    ("limited by", lambda r: _limit(r))]
+CHECKPOINT_CELLS: Cells = [
+    ("RTT ms", lambda r: _cell(r.get("rtt_ms", math.nan), 2)),
+    ("k", lambda r: f"{r.get('time_scale_k', math.nan):g}"),
+    ("write s", lambda r: _pm(r, "write_s", 3)), ("read s", lambda r: _pm(r, "read_s", 3)),
+    ("MB/s/rank", lambda r: _rate(r.get("write_MB_s", math.nan))),
+    ("model s", lambda r: _cell(r.get("write_model_s", math.nan), 3)),
+    ("x model", lambda r: _cell(r.get("write_s", math.nan)
+                                / r.get("write_model_s", math.nan), 2)),
+    ("limited by", lambda r: _limit(r)),
+    ("full: write s", lambda r: _cell(r.get("write_full_model_s", math.nan), 2)),
+    ("full: lost %", lambda r: _cell(r.get("full_lost_pct", math.nan), 1)),
+    ("full: limited by", lambda r: str(r.get("full_limited_by", "") or ""))]
 
 
 def _table(plan: Plan, s: pd.DataFrame) -> Table:
     sites = s["site"].nunique() > 1
+    measured = CHECKPOINT_CELLS if kinds.name_of(plan) == kinds.CHECKPOINT else LOADER_CELLS
     table = Table(title=f"{plan.name}: mean ± 95 % interval over workers x repetitions; "
                         "slowdown against the same settings co-located", title_justify="left")
     heads = [k.column.replace("distance_km", "km").replace("fibre.", "") for k in plan.id_keys]
-    for h in heads + (["site"] if sites else []) + ["RTT ms", "MB/s", "AU %", "slowdown %",
-                                                     "model MB/s", "limited by", "n"]:
+    for h in heads + (["site"] if sites else []) + [h for h, _ in measured] + ["n"]:
         table.add_column(h, justify="right", no_wrap=True)
     for _, r in s.iterrows():
         cells = [format_value(r[k.column]) if not isinstance(r[k.column], float)
                  else format_value(float(r[k.column])) for k in plan.id_keys]
         cells += [str(r["site"])] if sites else []
-        cells += [_cell(r.get("rtt_ms", math.nan), 2), _pm(r, "throughput_MB_s"),
-                  _pm(r, "au_pct"), _pm(r, "slowdown_pct"),
-                  _rate(r.get("model_MB_s", math.nan)), _limit(r),
-                  f"{int(r['n'])}" + (f" ({int(r['failed'])} failed)" if r["failed"] else "")]
+        cells += [cell(r) for _, cell in measured]
+        cells += [f"{int(r['n'])}" + (f" ({int(r['failed'])} failed)" if r["failed"] else "")]
         table.add_row(*cells)
     return table
 
@@ -118,7 +139,10 @@ WORDS = {"compute": "the accelerator (demand met)", "fibre": "the fibre's line r
          "window": "the window per RTT (TCP buffers; over RDMA soft-RoCE's 128 packets)",
          "loss": "TCP's response to loss",
          "latency": "round trips per file and request x the loader's depth",
-         "emulator": "the emulating machine (not the fibre)"}
+         "emulator": "the emulating machine (not the fibre)",
+         "slots": "NFSv4.1 session slots x wsize per RTT",
+         "server": "the server's write rate",
+         "round trips": "a checkpoint's round trips (its folder, OPEN and COMMIT per file)"}
 
 
 def _limit_lines(plan: Plan, s: pd.DataFrame) -> list[str]:
@@ -291,7 +315,8 @@ def build(out: Path, plan: Plan) -> Report:
         reasons = df[df["status"] != "ok"].groupby("point")["reason"].first()
         report.lines += [f"{len(reasons)} point run(s) failed:"] + \
             [f"  {p}: {r}" for p, r in reasons.items()]
-    report.files += [store.csv, out / "summary.csv", _dlio(plan, df, out)]
+    report.files += [store.csv, out / "summary.csv"]
+    report.files += [_dlio(plan, df, out)] if kinds.name_of(plan) == kinds.LOADER else []
     png = _plot(plan, s, df, out)
     report.files += [png] if png else []
     return report

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from testbed import topology
-from testbed.experiment import explain
+from testbed.experiment import explain, kinds
 from testbed.experiment.plan import Plan, Point
+from testbed.model.write import write_bound, write_rates
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +60,58 @@ def nice_up(x: float) -> float:
 
 def need_MB_s(plan: Plan, point: Point) -> float:
     """What a point asks the lab to move, in emulated MB/s: the model's read rate of each
-    worker (demand or a bound), summed over the workers of the site."""
+    worker (demand or a bound), summed over the workers of the site; for checkpoints the
+    write path's streaming rate per rank, for a trace its fair share of the line. Workers
+    on the same spans are alike: one is asked for their group."""
     topo = plan.resolver.topo(point.workers)
     paths = topology.fibre_paths(topo)
     alike: dict[tuple[str, ...], list[str]] = {}  # workers on the same spans read alike
     for w in topology.worker_hosts(topo):
         alike.setdefault(tuple(n for n, _ in paths.get(w, [])), []).append(w)
-    return sum(len(ws) * explain.planned_bounds(topo, point, ws[0]).predicted / 1e6
-               for ws in alike.values())
+    kind = kinds.name_of(plan)
+    rate = (lambda w: explain.planned_bounds(topo, point, w).predicted) \
+        if kind == kinds.LOADER else (lambda w: _other_Bps(plan, topo, point, w))
+    return sum(len(ws) * rate(ws[0]) / 1e6 for ws in alike.values())
+
+
+# A checkpoint streams its bytes for a moment between round trips: k is chosen so that
+# moving its bytes at the lab's HEADROOM adds at most this share of the model's write time
+# (at 3,000 km, 100 Gbit/s, 8 ranks of llama3 8B at 1/1000 size: k = 20 where the line's
+# streaming rate asks 70, and each k-times-longer round trip costs wall time).
+CHECKPOINT_ALLOWANCE = 0.05
+
+
+def _other_Bps(plan: Plan, topo: topology.SiteTopo, point: Point, worker: str) -> float:
+    """A checkpoint rank's or a trace replay's planned rate (bytes/s): for a checkpoint
+    the rate that keeps its bytes' time within CHECKPOINT_ALLOWANCE of the write model's
+    (checkpoint_need_Bps), for a trace the worker's share of the line (a trace is not
+    modelled: it may read as fast as the line lets it)."""
+    job = plan.resolver.raw.checkpoint
+    if job is not None:
+        return checkpoint_need_Bps(topo, point, worker, kinds.rank_files(point, 0, job))
+    return explain.share_Bps(topo, point, worker)
+
+
+def min_write_Bps(topo: topology.SiteTopo, point: Point, worker: str) -> float:
+    """A rank's streaming write rate: the smallest of the write model's rate terms."""
+    _, rmem = explain.planned_inputs(point)
+    return min(write_rates(explain.write_path(topo, point, worker, rmem)).values())
+
+
+def checkpoint_need_Bps(topo: topology.SiteTopo, point: Point, worker: str,
+                        files: list[int]) -> float:
+    """What a rank asks the lab to carry: its bytes b over the time they may take, the
+    write model's streaming time b / r plus CHECKPOINT_ALLOWANCE of its whole time T
+    (round trips, slow start). A lab carrying it moves the bytes at most
+    CHECKPOINT_ALLOWANCE x T late; alike ranks sum to the group's bytes over the same."""
+    _, rmem = explain.planned_inputs(point)
+    path = explain.write_path(topo, point, worker, rmem)
+    nbytes = float(sum(files))
+    stream = min_write_Bps(topo, point, worker)
+    if nbytes <= 0 or not math.isfinite(stream):
+        return stream
+    total = write_bound(path, files).seconds
+    return nbytes / (nbytes / stream + CHECKPOINT_ALLOWANCE * total)
 
 
 def choose(plan: Plan, capacity_MB_s: float) -> Callable[[Point], float]:

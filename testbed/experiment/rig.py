@@ -13,10 +13,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
-from testbed import topology
+from testbed import labkernel, procfs, topology
 from testbed.experiment.plan import Point
+from testbed.network import tcp_memory
 from testbed.network.engine import Network
 from testbed.network.tc import Readback
 from testbed.services.nfs import NfsServer
@@ -48,13 +51,37 @@ def build_topology(point: Point) -> topology.SiteTopo:
     return topo
 
 
+@dataclass(frozen=True)
+class MachineSample:
+    """What the machine has done so far, read before and after a measurement: the CPU's
+    busy and total jiffies, lab/run's host meter (None outside lab/run) and how often the
+    hosts' TCP met the kernel's memory pressure."""
+
+    cpu: tuple[float, float]
+    host: tuple[float, float, float] | None
+    pressures: int
+
+    def since(self, before: MachineSample) -> tuple[float, dict[str, float], int]:
+        """Between `before` and this sample: the CPU's busy share (%), the host meter's
+        host_cpu_pct and host_wait_pct ({} without it) and the memory pressures met."""
+        host = labkernel.host_share(before.host, self.host) \
+            if before.host is not None and self.host is not None else {}
+        return procfs.busy_pct(before.cpu, self.cpu), host, self.pressures - before.pressures
+
+
 class Rig:
     """Network + dataset + nfsd for the points of one group (see the module docstring)."""
 
-    def __init__(self, point: Point) -> None:
-        """The point's topology and network, not started yet (see start)."""
+    def __init__(self, point: Point, writable: bool = False,
+                 fill: Callable[[Point, Path], None] | None = None) -> None:
+        """The point's topology and network, not started yet (see start). The export is
+        filled by `fill` (default: the point's training set) and served read-only unless
+        `writable` (checkpoints: experiment.kinds)."""
         self.group = point.group
+        self.point = point
         self.dataset = point.dataset
+        self.writable = writable
+        self.fill = fill or (lambda p, folder: p.dataset.generate(folder))
         self.server_spec = point.server
         self.topo = build_topology(point)
         self.net = Network(self.topo)
@@ -91,12 +118,13 @@ class Rig:
         in the storage host's namespace serving it."""
         data = self.net.scratch("dataset")
         t0 = time.monotonic()
-        self.dataset.generate(data)
+        self.fill(self.point, data)
         self.dataset_s = time.monotonic() - t0
-        log.info("dataset %s generated in %.1f s", self.dataset, self.dataset_s)
+        log.info("export filled in %.1f s", self.dataset_s)
         self.net.state.set_phase("nfsd")
         storage = topology.storage_hosts(self.topo)[0]
-        self.server = self.net.enter(NfsServer(self.net, storage, data, self.server_spec))
+        self.server = self.net.enter(NfsServer(self.net, storage, data, self.server_spec,
+                                               writable=self.writable))
         self.server.wait_ready()  # the NFSv4 grace period: part of the rig's start-up
 
     def close(self) -> None:
@@ -135,6 +163,13 @@ class Rig:
         (see counters()) and netem's seed (None: this kernel keeps none)."""
         return {name: self.net.read_fibre(a, b)[0]
                 for name, (a, b) in self.net.fibre_names().items()}
+
+    def machine(self) -> MachineSample:
+        """The machine's counters now (MachineSample; a difference in TCP's memory
+        pressures marks a measurement "tcpmem")."""
+        return MachineSample(procfs.cpu_times(), labkernel.host_sample(),
+                             tcp_memory.total_pressures(self.net.namespace(h)
+                                                        for h in self.net.hosts))
 
     def describe(self) -> dict[str, Any]:
         """What this rig is, for logs: prefix, group knobs."""

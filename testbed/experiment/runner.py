@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from testbed import results
 from testbed.errors import ResultsError, SpecError, TestbedError
-from testbed.experiment import marks
+from testbed.experiment import kinds, marks
 from testbed.experiment import measure as measure_mod
 from testbed.experiment import record, resolve
 from testbed.experiment import search as search_mod
@@ -85,10 +85,14 @@ def memory_need_bytes(plan: Plan) -> int:
     (bytes in flight do not shrink under time dilation)."""
     need = 0
     for p in plan.points:
+        flight = sum(BDP_MEMORY * f.bdp_bytes() for _, f in p.fibres)
+        export = kinds.export_bytes(plan, p)
+        if export is not None:  # a trace's files or the checkpoints written
+            need = max(need, int(export + flight))
+            continue
         copies = 1 + (p.workers if p.data_path == "staged" else 0)
         cache = min(int(p.value("cache_mib")) << 20, p.workers * p.dataset.total_bytes) \
             if p.data_path == "cache" else 0
-        flight = sum(BDP_MEMORY * f.bdp_bytes() for _, f in p.fibres)
         need = max(need, int(copies * p.dataset.total_bytes + cache + flight))
     return need
 
@@ -115,9 +119,20 @@ def check_memory(plan: Plan, meminfo: Path = Path("/proc/meminfo")) -> None:
         raise SpecError(f"{plan.path}: the data and the bytes in flight need "
                         f"{need / 2**20:.0f} MiB of memory at once; this kernel has "
                         f"{avail / 2**20:.0f} MiB available (use at most "
-                        f"{MEMORY_HEADROOM * avail / 2**20:.0f}): fewer or smaller files, or "
+                        f"{MEMORY_HEADROOM * avail / 2**20:.0f}): {_smaller(plan)}, or "
                         f"a lab kernel with about {math.ceil(want)} GiB "
                         f"(LAB_MEM={math.ceil(want)}G lab/run ...)")
+
+
+# What makes a plan's data smaller, by its kind of workload (check_memory's advice).
+SMALLER = {kinds.CHECKPOINT: "a smaller [workload] scale (the share of each rank's "
+                             "checkpoint the lab writes; its model still gives the full size)",
+           kinds.TRACE: "a trace of fewer or smaller files"}
+
+
+def _smaller(plan: Plan) -> str:
+    """How to make a plan's data fit (SMALLER; files for a loader's training set)."""
+    return SMALLER.get(kinds.name_of(plan), "fewer or smaller files")
 
 
 def _require_resolved(plan: Plan) -> None:
@@ -166,7 +181,8 @@ class Runner:
             return self._rig
         self.close()
         self._stack = ExitStack()
-        self._rig = self._stack.enter_context(Rig(point))
+        export = kinds.export_of(self.plan)
+        self._rig = self._stack.enter_context(Rig(point, export.writable, export.fill))
         return self._rig
 
     def measure(self, point: Point, rep: int) -> list[dict[str, Any]]:

@@ -68,11 +68,21 @@ def point_ci(rows: pd.DataFrame, metric: str, own_ci: str | None) -> tuple[float
     mean, ci = mean_ci(rows[metric])
     if len(rows) == 1 and own_ci and own_ci in rows:
         ci = float(rows[own_ci].iloc[0])
+    elif own_ci and own_ci in rows and rows[metric].nunique(dropna=False) == 1:
+        ci = float(rows[own_ci].max())  # one figure of the whole job on every row (a
+        # checkpoint's slowest rank): its own interval, not the rows' zero spread
     return mean, ci
 
 
 CI_OF = {"au_pct": "au_ci_pct", "slowdown_pct": "slowdown_ci_pct", "throughput_MB_s": None,
-         "samples_per_s": None}
+         "samples_per_s": None, "write_s": "write_ci_s", "read_s": "read_ci_s",
+         "training_time_lost_pct": "au_ci_pct"}  # lost = 100 - AU for checkpoints
+CONTEXT = ("rtt_ms", "path_km", "model_MB_s", "model_au_pct", "bound_compute_MB_s",
+           "bound_fibre_MB_s", "bound_window_MB_s", "bound_loss_MB_s", "bound_latency_MB_s",
+           "cpu_busy_pct", "compute_overshoot_pct", "prep_s", "write_model_s",
+           "write_full_model_s", "fsync_s", "write_MB_s", "read_MB_s", "rank_MB",
+           "checkpoint_MB", "interval_s", "checkpoints_verified", "time_scale_k",
+           "full_lost_pct")
 
 
 def _labels(ok: pd.DataFrame) -> dict[str, Any]:
@@ -98,11 +108,12 @@ def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         for metric, own in CI_OF.items():
             if metric in ok:
                 row[metric], row[f"{metric}_ci"] = point_ci(ok, metric, own)
-        for col in ("rtt_ms", "path_km", "model_MB_s", "model_au_pct", "bound_compute_MB_s",
-                    "bound_fibre_MB_s", "bound_window_MB_s", "bound_loss_MB_s",
-                    "bound_latency_MB_s", "cpu_busy_pct", "compute_overshoot_pct", "prep_s"):
+        for col in CONTEXT:
             if col in ok:
                 row[col] = float(ok[col].median()) if len(ok) else math.nan
+        if "full_limited_by" in ok:
+            row["full_limited_by"] = str(ok["full_limited_by"].mode().iloc[0]) \
+                if ok["full_limited_by"].notna().any() else ""
         if "line_use_pct" in ok:
             row["line_use_pct"] = float(ok["line_use_pct"].max()) if len(ok) else math.nan
         row.update(_labels(ok))

@@ -59,6 +59,7 @@ MAGIC = b"apnckpt1"
 DIGEST_BYTES = 32
 RANK_KINDS = ("thread", "process")
 STALL_TIMEOUT_S = 300.0  # a rank that neither finishes nor fails in this time fails the run
+FAILED_GRACE_S = 10.0  # once a rank failed, the others' time to stop before they are killed
 PHASES = ("write", "read")
 
 
@@ -416,7 +417,8 @@ class CheckpointResult:
 @dataclass(frozen=True)
 class CheckpointPlan:
     """What every rank does: `layouts[r]` are rank r's files (names, bytes); checkpoints
-    written, then read, with interval_s of emulated compute before each."""
+    written, then read, with interval_s of emulated compute before each; a rank that
+    neither finishes nor fails a checkpoint within stall_s fails the run."""
 
     layouts: tuple[tuple[ShardFile, ...], ...]
     seed: int = 0
@@ -425,6 +427,7 @@ class CheckpointPlan:
     num_read: int = 1
     interval_s: float = 0.0
     fsync: bool = True
+    stall_s: float = STALL_TIMEOUT_S  # a checkpoint not done in this time fails the run
 
     def __post_init__(self) -> None:
         _check_transfer(self.transfer_size)
@@ -437,6 +440,8 @@ class CheckpointPlan:
                             f"num_checkpoints_write {self.num_write}")
         if not self.interval_s >= 0:
             raise SpecError(f"time_between_checkpoints {self.interval_s!r}: must be >= 0")
+        if not self.stall_s > 0:
+            raise SpecError(f"stall_s {self.stall_s!r}: must be > 0")
 
     def args(self, rank: int) -> tuple[Any, ...]:
         """(rank, size_bytes, seed, transfer_size) for write/read_back, files by keyword."""
@@ -488,7 +493,7 @@ def _drop_reads(folder: Path, plan: CheckpointPlan, rank: int) -> None:
 def _sync(plan: CheckpointPlan, barrier: Any) -> None:
     """DLIO's compute(time_between_checkpoints) then barrier before each checkpoint."""
     time.sleep(plan.interval_s)
-    barrier.wait(timeout=STALL_TIMEOUT_S + plan.interval_s)
+    barrier.wait(timeout=plan.stall_s + plan.interval_s)
 
 
 @dataclass
@@ -515,7 +520,7 @@ def run_checkpoints(folder: str | Path | Sequence[str | Path], plan: CheckpointP
         else [Path(f) for f in folder]
     if len(folders) != len(plan.layouts):
         raise SpecError(f"{len(folders)} folders for {len(plan.layouts)} ranks")
-    deadline_s = (plan.num_write + plan.num_read + 1) * (STALL_TIMEOUT_S + plan.interval_s)
+    deadline_s = (plan.num_write + plan.num_read + 1) * (plan.stall_s + plan.interval_s)
     run = CheckpointRun()
     ranks = len(plan.layouts)
     runner = _run_threads if kind == "thread" else _run_processes
@@ -548,16 +553,25 @@ def _run_threads(folders: list[Path], plan: CheckpointPlan, ranks: int,
 def _run_processes(folders: list[Path], plan: CheckpointPlan, ranks: int,
                    put: Callable[[CheckpointResult], None], deadline_s: float) -> list[int]:
     """Ranks as forked processes (killed with the parent); returns those killed at the
-    deadline."""
+    deadline, or FAILED_GRACE_S after a rank failed (one stuck in a hard mount's I/O
+    would otherwise hold the point to the deadline)."""
     ctx = multiprocessing.get_context("fork")
     barrier, results = ctx.Barrier(ranks), ctx.Queue()
     procs = [ctx.Process(target=_process_main, args=(folders[r], plan, r, barrier, results),
                          name=f"ckpt-rank-{r}", daemon=True) for r in range(ranks)]
     for p in procs:
         p.start()
-    end, stuck = time.monotonic() + deadline_s, []
+    end, stuck, failed = time.monotonic() + deadline_s, [], []
+
+    def noted(r: CheckpointResult) -> None:
+        """Pass a result on; a failure leaves the others FAILED_GRACE_S to stop."""
+        if not r.ok and not failed:
+            failed.append(r)
+        put(r)
     while any(p.is_alive() for p in procs) and time.monotonic() < end:
-        _drain_queue(results, put, 0.2)
+        _drain_queue(results, noted, 0.2)
+        if failed:  # min: the grace counts from the first failure seen
+            end = min(end, time.monotonic() + FAILED_GRACE_S)
     for r, p in enumerate(procs):
         if p.is_alive():
             p.kill()  # our own child, by its handle

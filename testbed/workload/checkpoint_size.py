@@ -99,6 +99,13 @@ class ModelShape:
                      (self.num_layers + 2 if stage == self.pipeline - 1 else end) + 1)
 
 
+# Bounds far above any model DLIO describes (llama3 405B: 126 layers, hidden 16,384,
+# vocabulary 128,256): a size is computed per layer, and a rank's bytes stay a float.
+LIMITS = {"num_layers": 100_000, "hidden_size": 10**7, "ffn_hidden_size": 10**8,
+          "vocab_size": 10**8, "num_attention_heads": 10**5, "num_kv_heads": 10**5,
+          "tensor": 10**5, "pipeline": 10**5}
+
+
 def _problems(m: ModelShape) -> list[str]:
     """What is wrong with a shape, in DLIO's terms (empty when nothing)."""
     out = [f"{f.name} = {show(getattr(m, f.name))}: must be an integer >= 1"
@@ -106,6 +113,8 @@ def _problems(m: ModelShape) -> list[str]:
            and (not _is_int(getattr(m, f.name)) or getattr(m, f.name) < 1)]
     out += [f"{f} = {show(getattr(m, f))}: one of {', '.join(DTYPE_BYTES)}"
             for f in ("model_datatype", "optimizer_datatype") if getattr(m, f) not in DTYPE_BYTES]
+    out += [f"{f} = {show(getattr(m, f))}: at most {limit:,}" for f, limit in LIMITS.items()
+            if _is_int(getattr(m, f)) and getattr(m, f) > limit]
     if not _is_int(m.zero_stage) or m.zero_stage not in (0, 1, 2, 3):
         out.append(f"parallelism.zero_stage = {show(m.zero_stage)}: 0, 1, 2 or 3")
     elif not out and m.num_layers < m.pipeline:

@@ -18,8 +18,8 @@ the page cache after it (POSIX_FADV_DONTNEED), so a few files of the job's size 
 the job's whole set would. `[dataset] files` says how many; `num_files_train` is recorded,
 not written.
 
-Checkpointing (workflow.checkpoint without training) and data generation alone are not
-training reads: refused in one line until the testbed writes checkpoints.
+Checkpointing (workflow.checkpoint without training: MLPerf's llama3_*.yaml) is a
+CheckpointJob (dlio_checkpoint); data generation alone is refused in one line.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from typing import Any, Callable
 from testbed import userfiles
 from testbed.errors import SpecError
 from testbed.schema import show
+from testbed.workload import dlio_checkpoint
+from testbed.workload.dlio_checkpoint import CheckpointJob
 
 # How a field is taken: "knob" sets a loader/dataset knob (through a Job attribute),
 # "read" is read and has no effect on what crosses the fibre, "not emulated" is warned.
@@ -218,19 +220,20 @@ CHECKS: tuple[tuple[Callable[[Job], bool], str], ...] = (
 )
 
 
-def parse(doc: Any, where: str) -> Job:
-    """A Job from a DLIO workload document; SpecError (one line) for a malformed one or a
-    workflow that is not a training read."""
+def parse(doc: Any, where: str) -> Job | CheckpointJob:
+    """A Job from a DLIO workload document (a CheckpointJob for a checkpoint-only
+    workflow, dlio_checkpoint); SpecError (one line) for a malformed one or a workflow
+    that neither trains nor checkpoints."""
     if not isinstance(doc, dict):
         raise SpecError(f"{where}: not a DLIO workload (a YAML mapping of sections)")
     flat = _flatten(doc, where)
-    workflow = {k: flat.get(f"workflow.{k}") for k in ("train", "checkpoint",
-                                                         "generate_data")}
-    if workflow["train"] is False or (workflow["train"] is None and workflow["checkpoint"]):
-        what = "checkpoints" if workflow["checkpoint"] else \
-            "a dataset" if workflow["generate_data"] else "nothing"
-        raise SpecError(f"{where}: workflow: this file writes {what} without training; "
-                        "the testbed emulates training reads only (workflow.train: True)")
+    if dlio_checkpoint.is_checkpoint(flat):
+        return dlio_checkpoint.parse(doc, flat, where)
+    if flat.get("workflow.train") is False:
+        what = "a dataset" if flat.get("workflow.generate_data") else "nothing"
+        raise SpecError(f"{where}: workflow: this file writes {what} without training or "
+                        "checkpoints; the testbed emulates training reads (workflow.train: "
+                        "True) and checkpoints (workflow.checkpoint: True)")
     job, skipped = Job(source=where), []
     for name, value in flat.items():
         f = FIELDS.get(name)
@@ -253,8 +256,8 @@ def parse(doc: Any, where: str) -> Job:
     return job
 
 
-def load(path: str | Path) -> Job:
-    """A Job from a DLIO workload YAML file; SpecError (one line) for a file that is
+def load(path: str | Path) -> Job | CheckpointJob:
+    """A Job (or CheckpointJob) from a DLIO workload YAML file; SpecError (one line) for a file that is
     missing, unreadable, not YAML or malformed."""
     import yaml
     p = Path(path)
@@ -273,8 +276,10 @@ def load(path: str | Path) -> Job:
     return parse(doc, str(p))
 
 
-def warning(job: Job) -> str:
+def warning(job: Job | CheckpointJob) -> str:
     """The one line naming what the testbed does not emulate ('' when nothing)."""
+    if isinstance(job, CheckpointJob):
+        return dlio_checkpoint.warning(job)
     if not job.not_emulated:
         return ""
     return (f"{job.source}: not emulated (the figures leave them out): "

@@ -34,6 +34,7 @@ COLUMNS = ("t_us", "stream", "op", "file", "fd", "offset", "size", "got", "dur_u
 OPS = ("open", "read", "pread", "close")
 READS = ("read", "pread")
 MAX_INT = (1 << 63) - 1  # offsets and sizes the kernel takes (off_t)
+NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits on a name and a path (bytes)
 HEADER_KEYS = ("format", "version", "command", "machine", "date", "root", "columns",
                "files", "streams")
 
@@ -110,7 +111,7 @@ def _header(head: Any, path: Path | str) -> dict[str, Any]:
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         raise SpecError(f"{where}: not an {FORMAT} header (a JSON object with "
                         f"\"format\": \"{FORMAT}\")")
-    if head.get("version") != VERSION:
+    if type(head.get("version")) is not int or head.get("version") != VERSION:
         raise SpecError(f"{where}: version {head.get('version')!r} is not one this testbed "
                         f"reads ({VERSION})")
     missing = [k for k in HEADER_KEYS if k not in head]
@@ -171,7 +172,9 @@ def safe_path(rel: str) -> bool:
     except UnicodeError:
         return False
     return (bool(rel) and "\0" not in rel and not os.path.isabs(rel)
-            and os.path.normpath(rel) == rel and rel != "." and ".." not in Path(rel).parts)
+            and os.path.normpath(rel) == rel and rel != "." and ".." not in Path(rel).parts
+            and len(os.fsencode(rel)) < PATH_MAX
+            and all(len(os.fsencode(p)) <= NAME_MAX for p in Path(rel).parts))
 
 
 def inside(root: Path, rel: str) -> Path:

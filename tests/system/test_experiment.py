@@ -260,10 +260,14 @@ def test_workers_sharing_a_line_are_measured_over_one_window(real_kernel, tmp_pa
     assert far.throughput_MB_s.sum() <= 1.03 * line, far.throughput_MB_s.tolist()
     assert far.line_use_pct.between(85, 103).all(), far.line_use_pct.tolist()
     # the model's fibre term: each worker's fair share of the line, within 15 % (on QEMU's
-    # software emulation a worker may fall short and must then be marked so)
-    fair = far if not software_emulated() else far[~far.emulator_limited.astype(bool)]
+    # software emulation a worker may fall short and must then be marked so; what a marked
+    # worker leaves of the line is its peer's to take: max-min fairness, CI 2026-12-06 read
+    # 1.16 of the even share beside a marked peer)
+    marked = far.emulator_limited.astype(bool) & software_emulated()
+    fair = far[~marked]
     assert (fair.limited_by == "fibre").all(), far.limited_by.tolist()
-    ratio = fair.throughput_MB_s / fair.model_MB_s
+    left = line - far[marked].throughput_MB_s.sum()
+    ratio = fair.throughput_MB_s / fair.model_MB_s.clip(lower=left / len(fair))
     assert ratio.between(0.85, 1.15).all(), ratio.tolist()
     steps = pd.read_csv(out / "steps.csv")
     steps = steps[steps.point == far.point.iloc[0]]

@@ -12,20 +12,26 @@ from testbed import cli
 from testbed.errors import SpecError
 from testbed.experiment import plan as plan_mod
 from testbed.workload import dlio, presets
+from testbed.workload.dlio_checkpoint import CheckpointJob
 
 MLPERF = Path(presets.MLPERF_DIR)
 TRAINING = sorted(p for p in MLPERF.glob("*.yaml")
                   if not p.stem.startswith("llama") and "datagen" not in p.stem)
-NOT_TRAINING = sorted(p for p in MLPERF.glob("*.yaml") if p not in TRAINING)
+CHECKPOINTING = sorted(MLPERF.glob("llama3_*.yaml"))
+DATAGEN = sorted(MLPERF.glob("*_datagen.yaml"))
 
 
 def test_every_mlperf_config_is_here_and_read_or_refused_in_one_line():
-    assert len(TRAINING) == 6 and len(NOT_TRAINING) == 7
+    assert (len(TRAINING), len(CHECKPOINTING), len(DATAGEN)) == (6, 4, 3)
     for path in TRAINING:
         job = dlio.load(path)
         assert job.batch >= 1 and job.compute_ms > 0 and 0 < job.au <= 1
-    for path in NOT_TRAINING:
-        with pytest.raises(SpecError, match="workflow: this file writes") as e:
+    for path in CHECKPOINTING:
+        job = dlio.load(path)
+        assert isinstance(job, CheckpointJob)
+        assert (job.writes, job.reads, job.interval_s, job.fsync) == (10, 10, 5, True)
+    for path in DATAGEN:  # writes a dataset: neither training nor checkpoints
+        with pytest.raises(SpecError, match="workflow: this file writes a dataset") as e:
             dlio.load(path)
         assert "\n" not in str(e.value)
 
@@ -74,7 +80,8 @@ def test_scale_keeps_the_demand():
     ("metric: {au: 1.5}\n", "metric.au"),
     ("reader: {sample_shuffle: sometimes}\n", "off, seed or random"),
     ("reader: [\n", "not valid YAML"),
-    ("workflow: {train: false, checkpoint: true}\n", "checkpoints"),
+    ("workflow: {train: false, checkpoint: true}\n", "no model section"),
+    ("workflow: {train: false}\n", "writes nothing"),
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply|not valid YAML"),
 ])
 def test_malformed_configs_are_refused_in_one_line(tmp_path, text, problem):

@@ -1,12 +1,16 @@
-"""Bad input never gives a traceback: generated malformed experiment files, -p values and
-command-line flags each give exactly one line on stderr, exit status 2, and nothing in the
-kernel (no namespace, no run registry).
+"""Bad input never gives a traceback: generated malformed experiment files, -p values,
+trace files, DLIO checkpoint configs and command-line flags each give exactly one line on
+stderr, exit status 2, and nothing in the kernel (no namespace, no run registry).
 
 Cases are generated from the dimension table (every knob, in [fixed], [sweep] and its own
 table), every table's unknown keys, wrong table types, non-UTF-8 bytes, broken TOML and
--p text (wrong types, out of range, NaN/inf, huge, empty, Unicode and full-width digits).
+-p text (wrong types, out of range, NaN/inf, huge, empty, Unicode and full-width digits);
+trace files from the example trace with each header field and event field made wrong;
+checkpoint configs from llama3_8b.yaml with each model and checkpoint field made wrong.
 """
 
+import copy
+import json
 import math
 import os
 import random
@@ -16,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testbed import cli
 from testbed.experiment import dimensions as dims
@@ -152,12 +157,154 @@ def flag_cases():
             ["topo"], ["up"], ["demo", "-p", "nconnect=99"], ["nosuchcommand"]]
 
 
+TRACE_LINES = (REPO / "traces" / "example-loader.trace").read_text().splitlines()[:40]
+TRACE_HEAD = json.loads(TRACE_LINES[0])
+TRACE_EVENT = json.loads(TRACE_LINES[2])  # a read: [t_us, stream, "read", file, fd, ...]
+TRACE_COLUMNS = TRACE_HEAD["columns"]
+BAD_HEADER = {
+    "format": [None, 5, "apn-testbed", "APN-TESTBED-TRACE", ""],
+    "version": [0, 2, -1, "1", None, 10**30, [1]],
+    "command": ["python x.py", [1], None, {"a": "b"}],
+    "machine": [None, 5, ["Linux"]], "date": [None, 20261206], "root": [None, [], 0],
+    "columns": [[], None, TRACE_COLUMNS[::-1], TRACE_COLUMNS[:-1], TRACE_COLUMNS + ["x"]],
+    "files": ["x", None, [["a"]], [["a", 1, 2]], [["a", -1]], [["a", 2**63]], [["a", 1.5]],
+              [["a", True]], [["a", "1"]], [[5, 1]], [["../x", 1]], [["/etc/passwd", 1]],
+              [["a/../../b", 1]], [["..", 1]], [["", 1]], [[".", 1]], [["a\0b", 1]],
+              [["./a", 1]], [["a//b", 1]], [["a/", 1]], [["\ud800", 1]], [{"a": 1}]],
+    "streams": ["x", None, [[1]], [[1, 2, 3]], [[-1, 1]], [[1, True]], [[1, 2**63]],
+                [[1.0, 2]], [[]], []],
+}
+BAD_FIELD = [-1, 2**63, 1.5, True, None, "1", [1], math.nan, math.inf]
+BAD_OP = ["write", "READ", "", 5, True, None, ["read"], {"op": "read"}]
+
+
+def _trace_text(head, events):
+    """A trace file's text: the header line, then one event a line."""
+    return "\n".join([json.dumps(head)] + [json.dumps(e) for e in events]) + "\n"
+
+
+def trace_cases():
+    """(name, bytes) of malformed trace files: each header field missing or wrong, each
+    event field wrong, events of the wrong length, op or index, broken JSON and bytes."""
+    events = [json.loads(line) for line in TRACE_LINES[1:]]
+    cases = []
+    for key in TRACE_HEAD:
+        cases.append((f"no-{key}", _trace_text({k: v for k, v in TRACE_HEAD.items()
+                                                if k != key}, events)))
+    for key, values in BAD_HEADER.items():
+        for v in values:
+            cases.append((f"{key}-{v!r}"[:60], _trace_text({**TRACE_HEAD, key: v}, events)))
+    for i, column in enumerate(TRACE_COLUMNS):
+        for v in BAD_OP if column == "op" else BAD_FIELD:
+            bad = TRACE_EVENT[:i] + [v] + TRACE_EVENT[i + 1:]
+            cases.append((f"event-{column}-{v!r}", _trace_text(TRACE_HEAD, events + [bad])))
+    for n in (0, 1, 8, 10):
+        cases.append((f"event-{n}-fields", _trace_text(TRACE_HEAD, events + [
+            (TRACE_EVENT * 2)[:n]])))
+    nfiles, nstreams = len(TRACE_HEAD["files"]), len(TRACE_HEAD["streams"])
+    for column, n in (("file", nfiles), ("stream", nstreams)):
+        i = TRACE_COLUMNS.index(column)
+        for v in (n, n + 1, 2**62):
+            cases.append((f"event-{column}-{v}-of-{n}", _trace_text(TRACE_HEAD, events + [
+                TRACE_EVENT[:i] + [v] + TRACE_EVENT[i + 1:]])))
+    cases.append(("event-object", _trace_text(TRACE_HEAD, events + [dict(zip(
+        TRACE_COLUMNS, TRACE_EVENT))])))
+    cases.append(("event-number", _trace_text(TRACE_HEAD, events + [5])))
+    cases.append(("no-files-but-events", _trace_text({**TRACE_HEAD, "files": []}, events)))
+    text = _trace_text(TRACE_HEAD, events)
+    encoded = [(n, t.encode()) for n, t in cases]
+    encoded += [
+        ("empty", b""), ("blank", b"\n\n  \n"), ("header-cut", text[:200].encode()),
+        ("header-a-list", b"[1, 2]\n"), ("not-json", b"format: apn-testbed-trace\n"),
+        ("event-not-json", (text + "[0, 0, 'read']\n").encode()),
+        ("event-nan", (text + '[NaN,0,"read",0,3,0,1,1,1]\n').encode()),
+        ("event-5000-digits", (text + '[0,0,"read",0,3,0,' + "9" * 5000 + ',1,1]\n').encode()),
+        ("event-deep", (text + "[" * 100_000 + "]" * 100_000 + "\n").encode()),
+        ("latin1", text.replace("sample", "samplé").encode("latin-1")),
+        ("byte-ff-in-event", text.encode() + b'[0,0,"read",0,3,0,1,1,\xff]\n'),
+        ("nul-in-header", text[:10].encode() + b"\x00" + text[10:].encode()),
+        ("utf16", text.encode("utf-16")), ("bom", b"\xef\xbb\xbf" + text.encode()),
+        ("random-bytes", bytes(random.Random(6).randrange(256) for _ in range(300))),
+    ]
+    return encoded
+
+
+CHECKPOINT_YAML = REPO / "testbed" / "workload" / "mlperf" / "llama3_8b.yaml"
+MODEL_INTS = ("num_layers", "transformer.vocab_size", "transformer.hidden_size",
+              "transformer.ffn_hidden_size", "transformer.num_attention_heads",
+              "transformer.num_kv_heads", "parallelism.tensor", "parallelism.pipeline")
+BAD_COUNT = [0, -1, True, 1.5, "32", None, [32], math.nan]
+BAD_CHECKPOINT = {
+    "time_between_checkpoints": [-1, -0.5, math.nan, math.inf, -math.inf, True, "5", None,
+                                 [5]],
+    "num_checkpoints_write": [-1, 0, True, 2.5, math.nan, math.inf, "10", None, 10.0],
+    "num_checkpoints_read": [-1, 11, True, 1.5, math.nan, "10", None, 10**30, 10.0],
+    "fsync": [1, 0, "True", "yes", None],
+    "checkpoint_folder": [5, None, ["x"], True],
+}
+
+DELETE = object()
+
+
+def _set(doc, dotted, value):
+    """doc with doc[a][b]... = value (value DELETE: the key removed)."""
+    out = copy.deepcopy(doc)
+    *path, last = dotted.split(".")
+    at = out
+    for k in path:
+        at = at[k]
+    if value is DELETE:
+        del at[last]
+    else:
+        at[last] = value
+    return out
+
+
+def checkpoint_cases():
+    """(name, bytes) of malformed checkpoint-only DLIO configs: llama3_8b.yaml with each
+    model and checkpoint field made wrong, its sections missing or of the wrong kind."""
+    base = yaml.safe_load(CHECKPOINT_YAML.read_text())
+    docs = []
+    for key in MODEL_INTS:
+        docs += [(f"model.{key}-{v!r}", _set(base, f"model.{key}", v)) for v in BAD_COUNT]
+    docs += [(f"model.parallelism.zero_stage-{v!r}",
+              _set(base, "model.parallelism.zero_stage", v))
+             for v in (-1, 4, True, 3.0, "3", None)]
+    for key in ("model_datatype", "optimizer_datatype"):
+        docs += [(f"model.{key}-{v!r}", _set(base, f"model.{key}", v))
+                 for v in ("fp8", "FP16", "", None, 16, ["fp16"])]
+    docs += [(f"model.{k}-{v!r}", _set(base, f"model.{k}", v)) for k, v in (
+        ("type", "cnn"), ("type", DELETE), ("name", 5), ("bogus", 1),
+        ("parallelism.data", 2), ("parallelism.pipeline", 2),  # with ZeRO-3
+        ("transformer", None), ("transformer.x", {"a": 1}))]
+    docs += [("pipeline-above-layers", _set(_set(base, "model.parallelism.zero_stage", 1),
+                                            "model.parallelism.pipeline", 64))]
+    for key, values in BAD_CHECKPOINT.items():
+        docs += [(f"checkpoint.{key}-{v!r}", _set(base, f"checkpoint.{key}", v))
+                 for v in values]
+    docs += [("no-num_checkpoints_write", _set(base, "checkpoint.num_checkpoints_write",
+                                               DELETE)),
+             ("no-model", _set(base, "model", DELETE)), ("model-list", _set(base, "model", [1])),
+             ("checkpoint-list", _set(base, "checkpoint", [1])),
+             ("checkpoint-none", _set(base, "checkpoint", None)),
+             ("workflow-checkpoint-string", _set(base, "workflow.checkpoint", "True"))]
+    encoded = [(n, yaml.safe_dump(d, sort_keys=False).encode()) for n, d in docs]
+    text = CHECKPOINT_YAML.read_text()
+    encoded += [("tab-indented", text.replace("  ", "\t").encode()),
+                ("cut", text[:len(text) // 2].encode()),
+                ("latin1", text.replace("llama_8b", "llamé").encode("latin-1"))]
+    return encoded
+
+
 FILES = file_cases()
 PARAMS = param_cases()
+TRACES = trace_cases()
+CHECKPOINTS = checkpoint_cases()
 
 
 def test_there_are_enough_cases():
     assert len(FILES) + len(PARAMS) >= 300, (len(FILES), len(PARAMS))
+    assert len(TRACES) >= 100 and len(CHECKPOINTS) >= 100, (len(TRACES), len(CHECKPOINTS))
 
 
 def one_line_exit_2(argv, capsys):
@@ -193,6 +340,26 @@ def test_malformed_param(name, pair, capsys):
     one_line_exit_2(["run", "experiments/demo.toml", "--check", "-p", pair], capsys)
 
 
+@pytest.mark.parametrize("name,content", TRACES, ids=[n for n, _ in TRACES])
+def test_malformed_trace(name, content, tmp_path, capsys):
+    """[workload] trace naming a malformed trace file: one line naming the trace."""
+    trace = tmp_path / "bad.trace"
+    trace.write_bytes(content)
+    exp = tmp_path / "x.toml"
+    exp.write_text('[fixed]\nworkers = 1\n[workload]\ntrace = "bad.trace"\n')
+    line = one_line_exit_2(["run", str(exp), "--check"], capsys)
+    assert str(trace) in line, line
+
+
+@pytest.mark.parametrize("name,content", CHECKPOINTS, ids=[n for n, _ in CHECKPOINTS])
+def test_malformed_checkpoint(name, content, tmp_path, capsys):
+    """--dlio naming a malformed checkpoint-only config: one line naming the config."""
+    config = tmp_path / "bad.yaml"
+    config.write_bytes(content)
+    line = one_line_exit_2(["run", "--dlio", str(config), "--check"], capsys)
+    assert str(config) in line, line
+
+
 @pytest.mark.parametrize("argv", flag_cases(), ids=lambda a: " ".join(a) or "none")
 def test_malformed_flags(argv, capsys):
     one_line_exit_2(argv, capsys)
@@ -218,7 +385,7 @@ def test_bad_input_creates_nothing_even_without_check(tmp_path):
 def test_readme_and_docs_state_what_runs():
     """README and docs/experiments.md give the number of cases this file feeds the
     validator; they must say what it runs."""
-    n = f"{len(FILES) + len(PARAMS):,}"
+    n = f"{len(FILES) + len(PARAMS) + len(TRACES) + len(CHECKPOINTS):,}"
     for page in ("README.md", "docs/experiments.md"):
         said = re.findall(r"test_fuzz\.py` feeds (?:the validator|it)\s+([\d,]+) malformed",
                           (REPO / page).read_text())

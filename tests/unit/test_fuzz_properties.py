@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import json
 import logging
 import math
 import os
@@ -43,10 +44,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from testbed import cli
+from testbed.experiment import DLIO_FILE, kinds
 from testbed.experiment import dimensions as dims
 from testbed.paths import EXPERIMENTS, REPO
+from testbed.topology import parse_params
 
 CI_DEADLINE = timedelta(seconds=10)
 CPU_BUDGET_S = float(os.environ.get("FUZZ_CPU_BUDGET_S", "0"))  # 0: not checked
@@ -98,12 +102,14 @@ def _stderr_logging(err: io.StringIO) -> Iterator[None]:
     own = [h for lg in logging.Logger.manager.loggerDict.values()
            if isinstance(lg, logging.Logger) for h in lg.handlers
            if type(h) is logging.StreamHandler]
-    streams = [h.setStream(err) for h in own]
+    streams = [h.stream for h in own]
+    for h in own:  # not setStream: it flushes the old stream, which may be closed (scapy's
+        h.stream = err  # handler keeps the stderr of whoever imported it first: a capsys)
     try:
         yield
     finally:
         for h, stream in zip(own, streams):
-            h.setStream(stream)
+            h.stream = stream
         root.handlers = saved[0]
         root.setLevel(saved[1])
 
@@ -129,13 +135,14 @@ def _watchdog(cpu_s: float, wall_s: float) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def call(argv: list[str]) -> Outcome:
-    """`testbed ARGV` in process: its exit status, stdout and stderr."""
+def call(argv: list[str], hang_s: float = HANG_S) -> Outcome:
+    """`testbed ARGV` in process: its exit status, stdout and stderr (Hang after hang_s
+    of CPU time)."""
     out, err = io.StringIO(), io.StringIO()
     gc.disable()  # the CPU budget is the command's, not a collection of the fuzzer's heap
     cpu0 = time.process_time()
     try:
-        with _watchdog(HANG_S, HANG_WALL_S), _stderr_logging(err), \
+        with _watchdog(hang_s, HANG_WALL_S), _stderr_logging(err), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = cli.main(argv)
@@ -177,12 +184,12 @@ class Sandbox:
         return path
 
     def check(self, argv: list[str], codes: tuple[int, ...] = (0, 2),
-              may_write: frozenset[str] = frozenset()) -> Outcome:
+              may_write: frozenset[str] = frozenset(), hang_s: float = HANG_S) -> Outcome:
         """Run the command and assert the contract (`may_write`: names of files it was
         asked to write in the input folder); the outcome, for further checks."""
         before = (set(os.listdir(self.inputs)), _run_state())
-        o = call(argv)
-        event(f"exit {o.code}")
+        o = call(argv, hang_s)
+        _note(f"exit {o.code}")
         assert o.code in codes, _says(o, f"exit status {o.code!r}, not one of {codes}")
         assert "Traceback" not in o.err, _says(o, "a traceback")
         assert not CPU_BUDGET_S or o.cpu_s <= CPU_BUDGET_S, \
@@ -196,6 +203,12 @@ class Sandbox:
         assert made <= may_write and _run_state() == before[1], \
             _says(o, f"created {sorted(made)} or run state")
         return o
+
+
+def _note(text: str) -> None:
+    """Hypothesis' event() in a property; nothing in a plain test."""
+    with contextlib.suppress(InvalidArgument):
+        event(text)
 
 
 def _says(o: Outcome, problem: str) -> str:
@@ -637,6 +650,361 @@ def dlio_bytes(draw: st.DrawFn) -> bytes:
         st.text(max_size=80).map(str.encode), st.binary(max_size=80)))
 
 
+# ---------------------------------------------------------------- trace files
+
+TRACE_FILE = REPO / "traces" / "example-loader.trace"
+_TRACE_LINES = TRACE_FILE.read_text().splitlines()
+TRACE_HEAD: dict[str, Any] = json.loads(_TRACE_LINES[0])
+TRACE_EVENTS: list[list[Any]] = [json.loads(line) for line in _TRACE_LINES[1:41]]
+TRACE_COLUMNS: list[str] = TRACE_HEAD["columns"]
+TRACE_OPS = ("open", "read", "pread", "close")
+TRACE_MAX = 2**63 - 1  # offsets, sizes, pids: what the kernel takes (off_t)
+NAME_MAX, PATH_MAX = 255, 4096  # bytes: the longest name and path Linux can spell
+TRACE_EXPERIMENT = '[fixed]\nworkers = {workers}\n[workload]\ntrace = "t.trace"\n'
+
+JSON_INTS = st.one_of(st.sampled_from([0, -1, 1, 2, 15, 16, 17, 2**31, 2**53 + 1, 2**63 - 1,
+                                       2**63, -2**63, 10**30]),
+                      st.integers(-10**40, 10**40))
+JSON_SCALARS = st.one_of(JSON_INTS, HOSTILE_FLOATS, st.text(max_size=10), st.booleans(),
+                         st.none())
+JSON_ANY = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8)
+TRACE_PATHS = st.one_of(st.sampled_from([
+    "../x", "/etc/passwd", "a/../../b", "..", ".", "", "a\0b", "./a", "a//b", "a/", "x/..",
+    "a/./b", "//a", "\udcff", "\ud800", "é/ü.bin", "a\nb", " ", "~/x", "sample_000002.bin",
+    "deep/er/file.bin", "a" * NAME_MAX, "a" * (NAME_MAX + 1), "/".join(["d" * 200] * 21)]),
+    st.text(max_size=12))
+HEADER_NEAR = {  # per header key, values that nearly pass
+    "format": st.sampled_from(["apn-testbed-trace", "APN-TESTBED-TRACE", "apn-testbed", ""]),
+    "version": st.sampled_from([1, 1.0, True, "1", 2, 0, -1, 2**64 + 1]),
+    "columns": st.sampled_from([TRACE_COLUMNS, TRACE_COLUMNS[::-1], TRACE_COLUMNS[:-1],
+                                TRACE_COLUMNS + ["x"], []]),
+    "command": st.lists(st.one_of(st.text(max_size=8), JSON_SCALARS), max_size=3),
+    "root": st.sampled_from(["/data", "data", "", "/"]),
+}
+# Text that keeps a trace what it was (CRLF, blank lines) and text that spoils it.
+HUGE_LINES = st.builds(lambda pattern, n: pattern(n), st.sampled_from([
+    lambda n: "[" * n, lambda n: " " * n, lambda n: '"' + "a" * n + '"', lambda n: "1" * n,
+    lambda n: '[0,0,"read",0,3,0,' + "9" * n + ",1,1]"]), st.sampled_from([5000, 10**5, 2 * 10**6]))
+SPOILERS = st.sampled_from([b"\xff", b"\x00", b"\xef\xbb\xbf", b"\r", b"{", b"]", b",", b"\xc3",
+                            b"\x1e", b"\\"])
+
+
+def _count(v: Any) -> bool:
+    """A whole number the kernel takes (a bool is not one)."""
+    return type(v) is int and 0 <= v <= TRACE_MAX
+
+
+def _path_problem(rel: Any) -> tuple[str, bool] | None:
+    """Why rel is not a file inside the data root (and whether only for its length: a
+    known product bug), None when it is one."""
+    if not isinstance(rel, str) or not rel or "\0" in rel or rel.startswith("/"):
+        return f"file path {rel!r} is not a relative path", False
+    try:
+        spelt = [os.fsencode(part) for part in rel.split("/")]
+    except UnicodeError:
+        return f"file path {rel!r} cannot be spelt", False
+    if any(part in (b"", b".", b"..") for part in spelt):
+        return f"file path {rel!r} is not plain (., .., //)", False
+    if len(os.fsencode(rel)) >= PATH_MAX or any(len(p) > NAME_MAX for p in spelt):
+        return f"file path of {len(os.fsencode(rel))} bytes is too long to spell", True
+    return None
+
+
+def trace_problems(head: Any, events: list[Any]) -> list[tuple[str, str | None]]:
+    """What makes a trace one the format (tracefile's docstring, read here apart from its
+    reader) does not allow: (problem, the FOUND_BUGS key when the reader once was known to
+    accept it, else None) each; empty when the trace is valid."""
+    if not isinstance(head, dict) or head.get("format") != "apn-testbed-trace":
+        return [("not an apn-testbed-trace header", None)]
+    out: list[tuple[str, str | None]] = []
+    missing = [k for k in ("format", "version", "command", "machine", "date", "root",
+                           "columns", "files", "streams") if k not in head]
+    if missing:
+        return [(f"header lacks {missing}", None)]
+    if head["version"] != 1:
+        out.append((f"version {head['version']!r}", None))
+    elif type(head["version"]) is not int:
+        out.append((f"version {head['version']!r} is not the integer 1", "trace-version"))
+    if head["columns"] != TRACE_COLUMNS:
+        out.append(("columns", None))
+    if not (isinstance(head["command"], list) and all(isinstance(a, str) for a in head["command"])
+            and all(isinstance(head[k], str) for k in ("machine", "date", "root"))):
+        out.append(("command, machine, date or root of the wrong type", None))
+    files, streams = head["files"], head["streams"]
+    if not (isinstance(files, list) and all(isinstance(f, list) and len(f) == 2 for f in files)):
+        return out + [("files is not a list of pairs", None)]
+    for rel, size in files:
+        bad = _path_problem(rel)
+        if bad:
+            out.append((bad[0], "trace-long-name" if bad[1] else None))
+        if not _count(size):
+            out.append((f"file size {size!r}", None))
+    if not (isinstance(streams, list) and all(isinstance(s, list) and len(s) == 2 and
+                                              _count(s[0]) and _count(s[1]) for s in streams)):
+        out.append(("streams is not a list of [pid, tid]", None))
+        streams = []
+    for n, row in enumerate(events, 2):
+        if not isinstance(row, list) or len(row) != len(TRACE_COLUMNS):
+            out.append((f"line {n}: not {len(TRACE_COLUMNS)} fields", None))
+            continue
+        fields = dict(zip(TRACE_COLUMNS, row))
+        if not (isinstance(fields["op"], str) and fields["op"] in TRACE_OPS):
+            out.append((f"line {n}: op {fields['op']!r}", None))
+        bad = [c for c, v in fields.items() if c != "op" and not _count(v)]
+        if bad:
+            out.append((f"line {n}: {bad[0]} {fields[bad[0]]!r}", None))
+        elif fields["stream"] >= len(streams) or fields["file"] >= len(files):
+            out.append((f"line {n}: stream or file index not in the header", None))
+    return out
+
+
+def _json_line(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"))
+
+
+@st.composite
+def trace_file(draw: st.DrawFn) -> tuple[bytes, list[tuple[str, str | None]] | None]:
+    """A trace made from the example's header and first events by a few changes to its
+    header (keys gone, values of other types, paths out of the root, sizes past off_t),
+    its events (wrong length, op, index, numbers) and its bytes (cut, other bytes,
+    huge lines, other encodings): (its bytes, trace_problems of it, None when its bytes
+    were spoilt and no one can say)."""
+    head = json.loads(json.dumps(TRACE_HEAD))
+    events = [list(e) for e in TRACE_EVENTS[:draw(st.integers(0, len(TRACE_EVENTS)))]]
+    for _ in range(draw(st.integers(0, 3))):
+        change = draw(st.sampled_from(["drop key", "header value", "file path", "file size",
+                                       "add file", "stream", "event field", "event length",
+                                       "event index", "event replaced", "event repeated"]))
+        files = head.get("files") if isinstance(head.get("files"), list) else []
+        pairs = [f for f in files if isinstance(f, list) and len(f) == 2]
+        rows = [e for e in events if isinstance(e, list) and len(e) == len(TRACE_COLUMNS)]
+        if change == "drop key":
+            head.pop(draw(st.sampled_from(sorted(TRACE_HEAD))), None)
+        elif change == "header value":
+            key = draw(st.sampled_from(sorted(TRACE_HEAD) + ["extra"]))
+            head[key] = draw(st.one_of(HEADER_NEAR.get(key, JSON_ANY), JSON_ANY))
+        elif change == "file path" and pairs:
+            draw(st.sampled_from(pairs))[0] = draw(TRACE_PATHS)
+        elif change == "file size" and pairs:
+            draw(st.sampled_from(pairs))[1] = draw(st.one_of(JSON_INTS, JSON_SCALARS))
+        elif change == "add file" and isinstance(head.get("files"), list):
+            head["files"].append([draw(TRACE_PATHS), draw(st.one_of(st.integers(0, 2**20),
+                                                                    JSON_INTS))])
+        elif change == "stream" and isinstance(head.get("streams"), list):
+            head["streams"].append(draw(st.one_of(st.lists(JSON_INTS, min_size=2, max_size=2),
+                                                  JSON_ANY)))
+        elif change == "event field" and rows:
+            row, i = draw(st.sampled_from(rows)), draw(st.integers(0, len(TRACE_COLUMNS) - 1))
+            row[i] = draw(st.one_of(st.sampled_from(TRACE_OPS), st.text(max_size=6))
+                          if TRACE_COLUMNS[i] == "op" else st.one_of(JSON_INTS, JSON_SCALARS))
+        elif change == "event length" and rows:
+            row = draw(st.sampled_from(rows))
+            row[:] = (row + draw(st.lists(JSON_SCALARS, max_size=3)))[:draw(st.integers(0, 11))]
+        elif change == "event index" and rows:
+            column = draw(st.sampled_from(["stream", "file"]))
+            n = len(files) if column == "file" else len(head.get("streams") or [])
+            draw(st.sampled_from(rows))[TRACE_COLUMNS.index(column)] = draw(
+                st.sampled_from([max(0, n - 1), n, n + 1, 2**31, TRACE_MAX]))
+        elif change == "event replaced" and events:
+            events[draw(st.integers(0, len(events) - 1))] = draw(JSON_ANY)
+        elif change == "event repeated" and events:
+            events += [draw(st.sampled_from(events))] * draw(st.sampled_from([1, 1000, 20000]))
+    text = "\n".join([_json_line(head)] + [_json_line(e) for e in events]) + "\n"
+    same = draw(st.sampled_from(["as it is", "as it is", "crlf", "blank lines"]))
+    text = text.replace("\n", "\r\n") if same == "crlf" else \
+        text.replace("\n", "\n\n  \n") if same == "blank lines" else text
+    data = text.encode()
+    spoil = draw(st.sampled_from(["no"] * 5 + ["cut", "byte", "huge line", "encoding",
+                                               "bytes"]))
+    if spoil == "no":
+        return data, trace_problems(head, events)
+    at = draw(st.integers(0, len(data)))
+    return draw({
+        "cut": st.just(data[:at]),
+        "byte": SPOILERS.map(lambda b: data[:at] + b + data[at:]),
+        "huge line": HUGE_LINES.map(lambda line: data + line.encode() + b"\n"),
+        "encoding": st.sampled_from(["utf-16", "utf-32", "latin-1"]).map(
+            lambda enc: text.replace("sample", "samplé").encode(enc)),
+        "bytes": st.one_of(st.just(b""), st.just(b"\n"), st.binary(max_size=200)),
+    }[spoil]), None
+
+
+# ---------------------------------------------------------------- checkpoint configs
+
+CHECKPOINT_YAMLS = {p.name: yaml.safe_load(p.read_text())
+                    for p in sorted(MLPERF.glob("llama3_*.yaml"))}
+MODEL_COUNTS = ("num_layers", "transformer.vocab_size", "transformer.hidden_size",
+                "transformer.ffn_hidden_size", "transformer.num_attention_heads",
+                "transformer.num_kv_heads", "parallelism.tensor", "parallelism.pipeline")
+DTYPES = ("int8", "uint8", "fp16", "bf16", "fp32", "fp64")  # DLIO's
+HUGE = 10**30
+COUNT_VALUES = st.one_of(st.sampled_from([0, -1, 1, 2, 3, 7, 8, 16, 32, 64, 126, 4095, 4097,
+                                          10**5, 10**6, 10**9, HUGE, 2**63, 10**200, 10**400]),
+                         st.integers(-2, 130), YAML_SCALARS)
+MODEL_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    **{k: COUNT_VALUES for k in MODEL_COUNTS},
+    "parallelism.zero_stage": st.one_of(st.integers(-1, 4), st.sampled_from([3.0, "3"]),
+                                        YAML_SCALARS),
+    "model_datatype": st.one_of(st.sampled_from(DTYPES + ("fp8", "FP16", "", "int4")),
+                                YAML_SCALARS),
+    "optimizer_datatype": st.one_of(st.sampled_from(DTYPES + ("fp8", "")), YAML_SCALARS),
+    "name": st.one_of(st.sampled_from(["llama_8b", "llama_70b", "llama_405b", "llama_1t",
+                                       "mine", "", "llama_8B"]), YAML_SCALARS),
+    "type": st.sampled_from(["transformer", "cnn", None, 5]),
+    "parallelism.data": st.sampled_from([1, 2]), "transformer.bogus": YAML_SCALARS,
+}
+CHECKPOINT_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "time_between_checkpoints": st.one_of(st.sampled_from(
+        [-1, -0.0, 0, 0.5, 5, 1e308, HUGE, 5e-324, True, False, "5", None, [5]]),
+        HOSTILE_FLOATS),
+    **{k: st.one_of(st.sampled_from([-1, 0, 1, 2, 10, 11, 100, 10**6, HUGE, True, 2.5, 10.0,
+                                     math.nan, math.inf, "10", None]), st.integers(-2, 20))
+       for k in ("num_checkpoints_write", "num_checkpoints_read")},
+    "fsync": st.sampled_from([True, False, 1, 0, "True", None]),
+    "checkpoint_folder": st.sampled_from(["x", "../..", "/abs", "", 5, None, "a" * 5000]),
+    "bogus": YAML_SCALARS,
+}
+SCALE_TEXT = st.one_of(st.sampled_from(["1", "0.5", "0.001", "1e-6", "1e-7", "0", "-1", "nan",
+                                        "inf", "2", "1e-300", "１", "1e308"]),
+                       st.floats(1e-6, 1).map(repr))
+WORKERS_TEXT = st.sampled_from(["1", "2", "3", "7", "8", "9", "64", "200", "256", "1024",
+                                "1025", "0"])
+
+
+def _put(doc: dict[Any, Any], dotted: str, value: Any) -> None:
+    """doc[a][b] = value, the section made a mapping when it was not one."""
+    *path, last = dotted.split(".")
+    at = doc
+    for k in path:
+        if not isinstance(at.get(k), dict):
+            at[k] = {}
+        at = at[k]
+    at[last] = value
+
+
+def _drop(doc: dict[Any, Any], dotted: str) -> None:
+    *path, last = dotted.split(".")
+    at: Any = doc
+    for k in path:
+        at = at.get(k) if isinstance(at, dict) else None
+    if isinstance(at, dict):
+        at.pop(last, None)
+
+
+@st.composite
+def checkpoint_config(draw: st.DrawFn) -> dict[Any, Any]:
+    """A llama3 checkpoint config with a few of its model and checkpoint fields given
+    other values (0, negative, huge, NaN, inf, bool, text, an unknown datatype), dropped,
+    or its sections replaced."""
+    doc = json.loads(json.dumps(CHECKPOINT_YAMLS[draw(st.sampled_from(sorted(CHECKPOINT_YAMLS)))]))
+    for _ in range(draw(st.integers(0, 4))):
+        section = draw(st.sampled_from(["model", "model", "checkpoint", "checkpoint",
+                                        "drop", "section", "workflow"]))
+        if section == "model":
+            key = draw(st.sampled_from(sorted(MODEL_VALUES)))
+            _put(doc, f"model.{key}", draw(MODEL_VALUES[key]))
+        elif section == "checkpoint":
+            key = draw(st.sampled_from(sorted(CHECKPOINT_VALUES)))
+            _put(doc, f"checkpoint.{key}", draw(CHECKPOINT_VALUES[key]))
+        elif section == "drop":
+            _drop(doc, draw(st.sampled_from([f"model.{k}" for k in MODEL_VALUES] +
+                                            [f"checkpoint.{k}" for k in CHECKPOINT_VALUES])))
+        elif section == "section":
+            doc[draw(st.sampled_from(["model", "checkpoint", "workflow",
+                                      "model.transformer", "model.parallelism"]))] = \
+                draw(YAML_ANY)
+        else:
+            _put(doc, f"workflow.{draw(st.sampled_from(['train', 'checkpoint']))}",
+                 draw(st.one_of(st.booleans(), YAML_SCALARS)))
+    return doc
+
+
+def _model_values(model: dict[Any, Any]) -> dict[str, Any]:
+    """The model section's fields one level deep (parallelism.tensor, ...), over DLIO's
+    defaults for those it leaves out (checkpoint_size.ModelShape's)."""
+    from testbed.workload.checkpoint_size import ModelShape
+    out: dict[str, Any] = {f: getattr(ModelShape, f, None) for f in (
+        "name", "num_layers", "hidden_size", "ffn_hidden_size", "vocab_size", "num_attention_heads",
+        "num_kv_heads", "model_datatype", "optimizer_datatype", "tensor", "pipeline",
+        "zero_stage")}
+    out = {("transformer." if k in ("hidden_size", "ffn_hidden_size", "vocab_size",
+                                    "num_attention_heads", "num_kv_heads") else
+            "parallelism." if k in ("tensor", "pipeline", "zero_stage") else "") + k: v
+           for k, v in out.items()}
+    for key, value in model.items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{sub}": v for sub, v in value.items()})
+        else:
+            out[str(key)] = value
+    return out
+
+
+def checkpoint_problem(doc: Any) -> str | None:
+    """A rule of DLIO's (or of the file's types) a checkpoint-only config breaks, that
+    any reader must refuse it for; None when it breaks none of these (it may still be
+    refused for another)."""
+    workflow = doc.get("workflow") if isinstance(doc, dict) else None
+    if not (isinstance(workflow, dict) and workflow.get("checkpoint") is True
+            and workflow.get("train") is not True):
+        return None  # not checkpoint-only: test_dlio_configs covers the rest
+    model, ck = doc.get("model"), doc.get("checkpoint")
+    if not isinstance(model, dict):
+        return "no model section"
+    if not all(isinstance(model.get(s, {}), dict) for s in ("transformer", "parallelism")):
+        return "model.transformer or model.parallelism is not a mapping"
+    m = _model_values(model)
+    for key in MODEL_COUNTS:
+        if type(m[key]) is not int or m[key] < 1:
+            return f"model.{key} = {m[key]!r}"
+    zero = m["parallelism.zero_stage"]
+    if type(zero) is not int or zero not in (0, 1, 2, 3):
+        return f"zero_stage = {zero!r}"
+    if m["model_datatype"] not in DTYPES or m["optimizer_datatype"] not in DTYPES:
+        return "a datatype DLIO does not know"
+    if m["num_layers"] < m["parallelism.pipeline"]:
+        return "fewer layers than pipeline stages"
+    if m["parallelism.pipeline"] > 1 and zero == 3:
+        return "ZeRO-3 with pipeline parallelism"
+    if not isinstance(ck, dict) or "num_checkpoints_write" not in ck:
+        return "no checkpoint.num_checkpoints_write"
+    writes, reads = ck["num_checkpoints_write"], ck.get("num_checkpoints_read", 0)
+    if type(writes) is not int or writes < 1:
+        return f"num_checkpoints_write = {writes!r}"
+    if type(reads) is not int or not 0 <= reads <= writes:
+        return f"num_checkpoints_read = {reads!r} (writes {writes})"
+    interval = ck.get("time_between_checkpoints", 0)
+    if type(interval) not in (int, float) or not 0 <= interval < math.inf:
+        return f"time_between_checkpoints = {interval!r}"
+    if type(ck.get("fsync", False)) is not bool:
+        return f"fsync = {ck['fsync']!r}"
+    if type(ck.get("checkpoint_folder", "")) is not str:
+        return f"checkpoint_folder = {ck['checkpoint_folder']!r}"
+    return None
+
+
+# Product bugs the properties found (2026-12-06), each fixed and kept as a regression
+# (test_found_product_bugs_stay_fixed).
+FOUND_BUGS = {
+    "trace-version": "tracefile._header compares version == 1: true and 1.0 pass",
+    "trace-long-name": "tracefile.safe_path takes names no file system can spell (> 255 B)",
+    "trace-and-other": "parse._trace_file runs before apply_overrides: --dlio, -p dlio= and "
+                       "-p workload= beside [workload] trace are accepted, one ignored",
+    "checkpoint-ranks": "--check accepts tensor x pipeline not dividing the ranks; "
+                        "memory_need_bytes then raises SpecError",
+    "checkpoint-workers": "--check accepts more workers than the model's MLPerf ranks; "
+                          "memory_need_bytes then raises SpecError (rank N not in 0..N-1)",
+    "checkpoint-overflow": "DLIO bytes past 1e308: CheckpointJob.rank_files raises "
+                           "OverflowError (int * float)",
+    "checkpoint-layers": "memory_need_bytes costs O(num_layers x workers): num_layers = 1e9 "
+                         "is accepted and the run's memory check never ends",
+    "checkpoint-check-cost": "`--check` of a checkpoint plan costs O(workers^2) (resolve."
+                             "_other_Bps -> explain.inputs -> topology.fibre_paths per worker):"
+                             " 2.5 s of CPU at 256 workers, 51 s at 1024 (llama3_1t's ranks)",
+}
+
+
 # ---------------------------------------------------------------- pcaps
 
 PCAP_MAGICS = {"us": 0xA1B2C3D4, "ns": 0xA1B23C4D}
@@ -886,3 +1254,201 @@ def test_captures(sandbox: Sandbox, content: bytes, flags: list[list[str]]) -> N
     o = sandbox.check(argv, codes=(0, 1, 2), may_write=outputs)
     if o.code == 0:
         assert "rpcs" in o.out, _says(o, "no summary")
+
+
+# ---------------------------------------------------------------- traces and checkpoints
+
+def _memory_need(exp: Path, overrides: dict[str, str], budget_s: float) -> tuple[Any, float]:
+    """runner.memory_need_bytes of the plan `testbed run EXP --check` accepted (what
+    the run checks first, before building anything), and the CPU seconds it took."""
+    from testbed.experiment import plan as plan_mod, runner
+    kinds.load_trace.cache_clear()  # by path: the sandbox reuses its names
+    gc.disable()
+    cpu0 = time.process_time()
+    try:
+        with _watchdog(budget_s, HANG_WALL_S):
+            need = runner.memory_need_bytes(plan_mod.load(exp, overrides))
+    finally:
+        cpu_s = time.process_time() - cpu0
+        gc.enable()
+    return need, cpu_s
+
+
+def _need_is_finite(o: Outcome, exp: Path, overrides: dict[str, str],
+                    budget_s: float = HANG_S) -> None:
+    """An accepted plan's memory need: a finite number >= 0, in budget_s of CPU time."""
+    try:
+        need, cpu_s = _memory_need(exp, overrides, budget_s)
+    except (Exception, Hang) as exc:  # noqa: BLE001  (any of them is the finding)
+        raise AssertionError(_says(o, f"accepted, but memory_need_bytes raised "
+                                      f"{type(exc).__name__}: {str(exc)[:300]}")) from exc
+    _note(f"memory need in {'< 0.1' if cpu_s < 0.1 else '< 1' if cpu_s < 1 else '>= 1'} s CPU")
+    assert isinstance(need, (int, float)) and not isinstance(need, bool) and \
+        0 <= need < math.inf, _says(o, f"accepted, but its memory need is {need!r}")
+
+
+def _trace_example(head: dict[str, Any] | None = None, extra: list[Any] | None = None,
+                   raw: bytes | None = None) -> tuple[bytes, Any]:
+    """A trace_file() value for @example: the example trace with header keys replaced
+    and events added (or raw bytes, whose problems no one states)."""
+    if raw is not None:
+        return raw, None
+    head = {**TRACE_HEAD, **(head or {})}
+    events = TRACE_EVENTS + (extra or [])
+    text = "\n".join([_json_line(head)] + [_json_line(e) for e in events]) + "\n"
+    return text.encode(), trace_problems(head, events)
+
+
+LONG_NAME = {"files": TRACE_HEAD["files"] + [["a" * (NAME_MAX + 1), 1]]}
+
+
+@given(trace=trace_file(), workers=st.sampled_from([1, 4]))
+@example(trace=_trace_example(), workers=1)
+@example(trace=_trace_example({"version": True}), workers=1)  # FOUND_BUGS trace-version
+@example(trace=_trace_example(LONG_NAME), workers=1)  # FOUND_BUGS trace-long-name
+@example(trace=_trace_example({"files": [["../x", 1]]}), workers=1)
+@example(trace=_trace_example({"files": [["/etc/passwd", 1]]}), workers=1)
+@example(trace=_trace_example({"files": [["\ud800", 1]]}), workers=1)
+@example(trace=_trace_example(extra=[[0, 0, "read", 16, 3, 0, 1, 1, 1]]), workers=1)
+@example(trace=_trace_example(extra=[[0, 0, "read", 0, 3, 0, 2**63, 1, 1]]), workers=1)
+@example(trace=_trace_example(raw=b""), workers=1)
+@example(trace=_trace_example(raw=TRACE_FILE.read_bytes() + b"[" * 100_000 + b"\n"), workers=1)
+@example(trace=_trace_example(raw=TRACE_FILE.read_bytes() + b"[0,0,\"read\",0,3,0," +
+                              b"9" * 5000 + b",1,1]\n"), workers=1)
+def test_trace_files(sandbox: Sandbox, trace: tuple[bytes, Any], workers: int) -> None:
+    """[workload] trace naming a changed copy of the example trace: 0 or one line and 2;
+    2 when the trace breaks the format, 0 when it keeps it; an accepted plan's memory
+    need finite."""
+    data, problems = trace
+    exp = sandbox.write("x.toml", TRACE_EXPERIMENT.format(workers=workers).encode())
+    (sandbox.inputs / "t.trace").write_bytes(data)
+    kinds.load_trace.cache_clear()
+    o = sandbox.check(["run", str(exp), "--check"])
+    if problems is not None:
+        event(f"trace {'valid' if not problems else 'invalid'}")
+        assert o.code == 2 or not problems, \
+            _says(o, f"accepted a trace the format does not allow: {problems[0][0]}")
+        assert o.code == 0 or problems, _says(o, "refused a valid trace")
+    if o.code == 0:
+        _need_is_finite(o, exp, {})
+
+
+OTHER_WORKLOADS = {  # a second workload beside [workload] trace: (tables, extra argv)
+    "[workload] dlio": ([("workload", {"dlio": "{yaml}"})], []),
+    "[workload] preset": ([("workload", {"preset": "unet3d-h100"})], []),
+    "[fixed] workload": ([("fixed", {"workload": "unet3d-h100"})], []),
+    "[sweep] workload": ([("sweep", {"workload": ["unet3d-h100"]})], []),
+    "--dlio": ([], ["--dlio", "{yaml}"]),
+    "-p dlio": ([], ["-p", "dlio={yaml}"]),
+    "-p workload": ([], ["-p", "workload=unet3d-h100"]),
+}
+
+
+@pytest.mark.parametrize("other,config", [
+    (other, config) for other in OTHER_WORKLOADS for config in ("unet3d_h100.yaml", "llama3_8b.yaml")
+    if "{yaml}" in str(OTHER_WORKLOADS[other]) or config == "unet3d_h100.yaml"])
+def test_trace_with_another_workload(sandbox: Sandbox, other: str, config: str) -> None:
+    """[workload] trace beside a DLIO config or a workload preset, from the file or the
+    command line: one line and 2 (a plan runs one workload)."""
+    tables, argv = OTHER_WORKLOADS[other]
+    yaml_path = str(MLPERF / config)
+    workload = {"trace": "t.trace"}
+    rest = []
+    for name, body in tables:
+        body = {k: v.replace("{yaml}", yaml_path) if isinstance(v, str) else v
+                for k, v in body.items()}
+        if name == "workload":
+            workload.update(body)
+        else:
+            rest.append((name, body))
+    fixed = [t for t in rest if t[0] == "fixed"]
+    doc = toml_doc({}, [("fixed", {"workers": 1, **(fixed[0][1] if fixed else {})}),
+                        *[t for t in rest if t[0] != "fixed"], ("workload", workload)])
+    exp = sandbox.write("x.toml", doc.encode())
+    shutil.copy(TRACE_FILE, sandbox.inputs / "t.trace")
+    sandbox.check(["run", str(exp), "--check", *[a.replace("{yaml}", yaml_path)
+                                                 for a in argv]], codes=(2,))
+
+
+@given(doc=checkpoint_config(), how=st.sampled_from(["--dlio", "[workload] dlio"]),
+       scale=st.one_of(st.none(), SCALE_TEXT), workers=st.one_of(st.none(), WORKERS_TEXT))
+@example(doc=CHECKPOINT_YAMLS["llama3_1t.yaml"], how="--dlio", scale="1", workers="200")
+@example(doc=CHECKPOINT_YAMLS["llama3_405b.yaml"], how="[workload] dlio", scale="1e-6",
+         workers=None)
+@example(doc={**CHECKPOINT_YAMLS["llama3_8b.yaml"], "checkpoint": {
+    "num_checkpoints_write": 1, "num_checkpoints_read": 2}}, how="--dlio", scale=None,
+    workers=None)
+@example(doc={**CHECKPOINT_YAMLS["llama3_8b.yaml"], "checkpoint": {"fsync": True}},
+         how="--dlio", scale=None, workers=None)
+@example(doc={**CHECKPOINT_YAMLS["llama3_8b.yaml"], "checkpoint": {
+    "num_checkpoints_write": 2, "time_between_checkpoints": math.nan}}, how="--dlio",
+    scale=None, workers=None)
+@example(doc={**CHECKPOINT_YAMLS["llama3_8b.yaml"], "checkpoint": {
+    "num_checkpoints_write": HUGE}}, how="--dlio", scale="1e-6", workers="8")
+@example(doc=CHECKPOINT_YAMLS["llama3_8b.yaml"], how="--dlio", scale=None,
+         workers="9")  # FOUND_BUGS checkpoint-workers
+def test_checkpoint_configs(sandbox: Sandbox, doc: dict[Any, Any], how: str,
+                            scale: str | None, workers: str | None) -> None:
+    """A changed llama3 checkpoint config by --dlio or [workload] dlio, with -p
+    workload_scale= and -p workers=: 0 or one line and 2; 2 when it breaks one of DLIO's
+    rules; an accepted plan's memory need finite and >= 0."""
+    config = sandbox.write("c.yaml", dlio_text(doc).encode())
+    params = [f"{k}={v}" for k, v in (("workload_scale", scale), ("workers", workers))
+              if v is not None]
+    if how == "--dlio":
+        exp, argv, extra = DLIO_FILE, ["run", "--dlio", str(config)], {"dlio": str(config)}
+    else:
+        exp, argv, extra = sandbox.inputs / "x.toml", [str(sandbox.inputs / "x.toml")], {}
+        exp.write_text(toml_doc({}, [("fixed", {"workers": 1}),
+                                     ("workload", {"dlio": config.name})]))
+        argv = ["run", *argv]
+    o = sandbox.check([*argv, "--check", *[x for p in params for x in ("-p", p)]])
+    problem = checkpoint_problem(doc)
+    assert o.code == 2 or problem is None, _says(o, f"accepted a config that breaks "
+                                                    f"DLIO's rules: {problem}")
+    if o.code != 0 or not (isinstance(doc.get("workflow"), dict)
+                           and doc["workflow"].get("checkpoint") is True
+                           and doc["workflow"].get("train") is not True):
+        return  # refused, or a training config (test_dlio_configs)
+    _need_is_finite(o, exp, {**parse_params(params), **extra})
+
+
+def _llama(path: str, value: Any) -> bytes:
+    """llama3_8b.yaml with one field (dotted) set."""
+    doc = json.loads(json.dumps(CHECKPOINT_YAMLS["llama3_8b.yaml"]))
+    _put(doc, path, value)
+    return dlio_text(doc).encode()
+
+
+KNOWN_CASES = {  # FOUND_BUGS key: (file name, its bytes, -p pairs)
+    "trace-version": ("t.trace", _trace_example({"version": True})[0], []),
+    "trace-long-name": ("t.trace", _trace_example(LONG_NAME)[0], []),
+    "checkpoint-ranks": ("c.yaml", _llama("model.parallelism.tensor", 3), []),
+    "checkpoint-workers": ("c.yaml", _llama("model.num_layers", 32), ["workers=9"]),
+    "checkpoint-overflow": ("c.yaml", _llama("model.transformer.hidden_size", 10**200), []),
+    "checkpoint-layers": ("c.yaml", _llama("model.num_layers", 10**9), []),
+    "checkpoint-check-cost": ("c.yaml", dlio_text(CHECKPOINT_YAMLS["llama3_1t.yaml"]).encode(),
+                              ["workers=1024"]),
+}
+
+
+@pytest.mark.parametrize("bug", list(KNOWN_CASES))
+def test_found_product_bugs_stay_fixed(sandbox: Sandbox, bug: str) -> None:
+    """The product bugs the properties found (FOUND_BUGS), each as the property checks it
+    (a one-line refusal, or an accepted plan whose memory need takes under 2 s of CPU)."""
+    name, content, params = KNOWN_CASES[bug]
+    path = sandbox.write(name, content)
+    if name.endswith(".trace"):
+        exp = sandbox.inputs / "x.toml"
+        exp.write_text(TRACE_EXPERIMENT.format(workers=1))
+        argv, overrides = ["run", str(exp), "--check"], {}
+    else:
+        exp, argv = DLIO_FILE, ["run", "--dlio", str(path), "--check"]
+        overrides = {**parse_params(params), "dlio": str(path)}
+    try:
+        o = sandbox.check([*argv, *[x for p in params for x in ("-p", p)]], hang_s=2.0)
+    except Hang as exc:
+        raise AssertionError(f"testbed {' '.join(argv)}: {exc}") from None
+    if o.code == 0:
+        assert not name.endswith(".trace"), _says(o, "accepted a trace the format refuses")
+        _need_is_finite(o, exp, overrides, budget_s=2.0)

@@ -1,0 +1,253 @@
+"""What should limit a checkpoint's write: a model of one rank writing its files over
+NFS across the emulated path (testbed.workload.checkpoint.write: mkdir, then per file
+open, transfer_size writes, fsync, close), and the name of the term that binds. Pure
+functions, no I/O; the read path's model is bounds.py.
+
+    write_bound(path, file_bytes, folders) -> WriteBound (seconds, per-term seconds,
+                                                            limited_by)
+
+seconds = client copy + bytes / streaming rate + slow start + round trips x RTT.
+
+The streaming rate is the smallest of five rates (bytes/s), each a term:
+
+  fibre    the worker's fair share of the line, as payload (the caller passes it as
+           bounds.fibre_Bps returns it; the ~200 bytes of RPC and NFS header per 1 MiB
+           WRITE are left out)
+  window   nconnect x tcp buffer x window_share / RTT: what a connection keeps in
+           flight is the receiver's advertised window, window_share of nfsd's tcp_rmem
+           max (nfsd leaves its sockets to autotuning; since Linux 6.6 the share is
+           the received skbs' len/truesize, scaling_ratio). The client's send buffer
+           (tcp_wmem max, set alike by TcpPolicy) holds the window and some unsent
+           bytes: the RPC transport sleeps when it is full and is woken when a third
+           is free (xs_tcp_write_space: sk_stream_wspace >= sk_stream_min_wspace), so
+           it rarely binds while window_share < 1 (measured: send-buffer-limited 5.7 %
+           of the time, receive-window-limited 74 %). Measured (UML 7.2, 1 MiB
+           buffers, 29.4 ms): nfsd advertised 0.76 of its tcp_rmem (797,952 bytes of
+           1 MiB; bounds.window_share says 0.95, iperf's skbs): pass the share the
+           receiver advertises (the client's tcp_info snd_wnd / buffer).
+  slots    NFSv4.1 session slots x wsize / RTT: every WRITE holds a slot until its reply
+           (RFC 8881 section 2.10.6); the Linux client asks for max_session_slots (64,
+           NFS4_DEF_SLOT_TABLE_SIZE) and follows the server's target up to 1,024
+           (NFS4_MAX_SLOT_TABLE): pass what the session was granted. Slots are per
+           session, not per connection: nconnect does not multiply them.
+  loss     the TCP response to random loss per connection x nconnect, as the read
+           path's (bounds.loss_Bps: Mathis for reno, RFC 8312 for cubic)
+  server   nfsd's rate into its export (tmpfs in the lab: infinite unless measured)
+
+In series with the streaming time (each its own term):
+
+  client      the bytes at the client's copy rate into its page cache (client_Bps,
+              infinite unless measured): the NFS client starts writeback at fsync while
+              the dirty bytes stay below vm.dirty_background_ratio (10 % of available
+              memory), so nothing crosses the wire while the rank writes (measured: the
+              lab's 32-48 MiB checkpoints sent every WRITE from fsync). Above that the
+              flusher overlaps the copy and this term overstates the time.
+  slow start  the time lost ramping the congestion window from Linux's initial 10
+              segments per connection (RFC 6928), doubling per round trip, to the
+              streaming rate's window or the file's bytes: a checkpoint's connection
+              carried only small RPCs before, or sat idle since the last checkpoint
+              (tcp_slow_start_after_idle halves the window per idle RTO; training's
+              interval is minutes). Each file is flushed at its own fsync; the window
+              it reached carries over to the next file.
+  round trips those nothing overlaps: two per folder the rank makes (mkdir, then the
+              ACCESS the client sends about the new folder before creating a file in
+              it: its access cache starts empty); per file OPEN (with create) before
+              its first WRITE, the reply to its last WRITE after its last byte left,
+              and, when it took more than one WRITE (> wsize), the COMMIT fsync sends
+              after that reply (UNSTABLE WRITEs reach stable storage only by COMMIT,
+              RFC 8881 section 18.3; a flush of one WRITE goes FILE_SYNC instead: the
+              client's FLUSH_COND_STABLE). No CLOSE goes out: nfsd granted a write
+              delegation with the OPEN. So 2 round trips a file of <= wsize, 3 above;
+              tests/system/test_checkpoint.py's WRITE_RTTS = 2 is a floor.
+              Measured (UML 7.2, 29.4 ms, 16 files of 64 KiB): 1 CREATE, 1 ACCESS,
+              16 OPEN, 16 WRITE, no COMMIT or CLOSE; 1.03 s against 34 round trips'
+              1.00 s.
+
+limited_by names the term taking longest: among the rate terms the slowest (the first in
+WRITE_LABELS on a tie) stands for the streaming time; "client", "slow start" or "round
+trips" when its own time exceeds that. Left out: nfsd's CPU, loss during slow start,
+a fresh connection's receive-window autotuning (the first checkpoint on a new mount is
+slower) and the bytes htb lets pass above its rate in a burst.
+
+Checked in the lab kernel (tests/system/test_write_model.py, UML 7.2): a fibre-, a
+window- and two round-trip-bound checkpoint within 3 % of the model, the fsync lap (the
+wire's part) alone too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import testbed.model.tcp as tcp
+from testbed.errors import SpecError
+from testbed.model.bounds import Path, loss_Bps
+
+RATE_LABELS = ("fibre", "window", "slots", "loss", "server")
+SERIAL_LABELS = ("client", "slow start", "round trips")
+WRITE_LABELS = (*RATE_LABELS, *SERIAL_LABELS)
+FOLDER_RTTS = 2  # per folder the rank creates: mkdir, ACCESS on it before the first create
+INIT_CWND = 10  # Linux's TCP_INIT_CWND (RFC 6928), segments
+
+
+def _number(name: str, value: object, low: float, *, low_ok: bool = True,
+            inf_ok: bool = False) -> float:
+    """value as a float, checked against `low` (inclusive when low_ok) and finiteness;
+    SpecError (a ValueError) naming the field otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise SpecError(f"write path: {name} = {value!r}; must be a number")
+    if (value < low) if low_ok else (value <= low):
+        raise SpecError(f"write path: {name} = {value!r}; must be "
+                        f"{'>=' if low_ok else '>'} {low:g}")
+    if math.isinf(value) and not inf_ok:
+        raise SpecError(f"write path: {name} = {value!r}; must be finite")
+    return float(value)
+
+
+def _integer(name: str, value: object, low: int) -> int:
+    """value as an int >= low; SpecError (a ValueError) naming the field otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise SpecError(f"write path: {name} = {value!r}; must be an integer >= {low}")
+    return value
+
+
+@dataclass(frozen=True)
+class WritePath:
+    """A worker's path to the NFS server for writing: round trip, the payload rate of its
+    fair share of the line (bounds.fibre_Bps's value), the mount's wsize and nconnect,
+    the TCP buffer maximum (tcp_wmem max, the same as the receiver's tcp_rmem max here)
+    and the share of it the receiver advertises as window, the session's
+    slots, nfsd's write rate, the client's copy rate into its page cache, random loss
+    per packet, MTU and congestion control (for the loss term). Validated at
+    construction: SpecError (a ValueError) with one line naming the field."""
+
+    rtt_s: float
+    share_Bps: float
+    wsize: int = 1 << 20
+    connections: int = 1
+    buffer_bytes: int = 6 << 20
+    window_share: float = 0.5
+    slots: int = 64
+    server_Bps: float = math.inf
+    loss: float = 0.0
+    mtu: int = 1500
+    cc: str = "cubic"
+    client_Bps: float = math.inf
+
+    def __post_init__(self) -> None:
+        _number("rtt_s", self.rtt_s, 0.0)
+        for name in ("share_Bps", "server_Bps", "client_Bps"):
+            _number(name, getattr(self, name), 0.0, low_ok=False, inf_ok=True)
+        if _number("window_share", self.window_share, 0.0, low_ok=False) > 1:
+            raise SpecError(f"write path: window_share = {self.window_share!r}; must be <= 1")
+        if _number("loss", self.loss, 0.0) >= 1:
+            raise SpecError(f"write path: loss = {self.loss!r}; must be < 1 (a probability)")
+        for name in ("wsize", "connections", "buffer_bytes", "slots"):
+            _integer(name, getattr(self, name), 1)
+        tcp.mss_bytes(_integer("mtu", self.mtu, 1))
+        if self.cc not in tcp.MODELS:
+            raise SpecError(f"write path: cc = {self.cc!r}; known: {', '.join(tcp.MODELS)}")
+
+
+@dataclass(frozen=True)
+class WriteBound:
+    """The model's time for one rank to write and fsync its files: seconds in all, the
+    seconds of each term of WRITE_LABELS (a rate term: the bytes at that rate alone;
+    the others: their own time, in series), the binding label and the bytes."""
+
+    seconds: float
+    terms: dict[str, float]
+    limited_by: str
+    nbytes: int = 0
+
+    def Bps(self) -> float:  # noqa: N802 (units in the name, as elsewhere)
+        """The rank's write rate the model expects: bytes / seconds (inf when there is
+        nothing to wait for)."""
+        return self.nbytes / self.seconds if self.seconds > 0 else math.inf
+
+
+def write_rates(path: WritePath) -> dict[str, float]:
+    """Every rate term of `path` (bytes/s, inf where a term does not bind: at zero RTT
+    the window and slots terms, without loss the loss term), keyed as RATE_LABELS."""
+    def per_rtt(nbytes: float) -> float:
+        return nbytes / path.rtt_s if path.rtt_s > 0 else math.inf
+    loss = loss_Bps(Path(path.rtt_s, path.share_Bps, path.loss, path.mtu, path.connections,
+                         path.buffer_bytes, path.cc, window_share=path.window_share))
+    window = path.connections * path.buffer_bytes * path.window_share
+    return {"fibre": path.share_Bps, "window": per_rtt(window),
+            "slots": per_rtt(path.slots * path.wsize), "loss": loss,
+            "server": path.server_Bps}
+
+
+def _burst_ramp(window: float, full: float, nbytes: int, rate_Bps: float,  # noqa: N803
+                rtt_s: float) -> tuple[float, float]:
+    """One file's flush from a congestion window of `window` bytes: (the seconds it
+    takes beyond nbytes / rate + one round trip, the window after). Each round sends
+    what the window allows and grows it by as much (slow start) until it reaches
+    `full` (rate x RTT), from where the rest streams at the rate."""
+    rounds, sent = 0, 0
+    while sent < nbytes and window < full:
+        burst = min(int(window), nbytes - sent)
+        sent, rounds, window = sent + burst, rounds + 1, window + burst
+    if sent >= nbytes:  # the last round's reply is the round trip already counted
+        return max(0.0, (rounds - 1) * rtt_s - nbytes / rate_Bps), window
+    return max(0.0, rounds * rtt_s - sent / rate_Bps), window
+
+
+def slow_start_s(path: WritePath, rate_Bps: float,  # noqa: N803
+                 file_bytes: Sequence[int]) -> float:
+    """Seconds lost to slow start by files flushed one after the other (each at its
+    fsync) at rate_Bps: the connections start from INIT_CWND segments each and keep
+    the window they reach from one file to the next (their idle between files, the
+    next OPEN and copy, is taken as shorter than an RTO). 0 at zero RTT."""
+    full = rate_Bps * path.rtt_s
+    if path.rtt_s <= 0 or not math.isfinite(full):
+        return 0.0
+    window, lost = float(path.connections * INIT_CWND * tcp.mss_bytes(path.mtu)), 0.0
+    for nbytes in file_bytes:
+        extra, window = _burst_ramp(window, full, nbytes, rate_Bps, path.rtt_s)
+        lost += extra
+    return lost
+
+
+def file_round_trips(nbytes: int, wsize: int) -> int:
+    """Round trips of one file nothing overlaps: OPEN; the reply to its last WRITE (a
+    file of one WRITE goes FILE_SYNC); and when it took more than one WRITE, the COMMIT
+    fsync sends after the last reply. An empty file: OPEN alone."""
+    return 1 + (nbytes > 0) + (nbytes > wsize)
+
+
+def round_trips(file_bytes: Sequence[int], wsize: int, folders: int = 1) -> int:
+    """Round trips a rank writing files of `file_bytes` bytes under `folders` new
+    folders cannot overlap: FOLDER_RTTS a folder, file_round_trips a file."""
+    return FOLDER_RTTS * folders + sum(file_round_trips(n, wsize) for n in file_bytes)
+
+
+def _sizes(file_bytes: Sequence[int], folders: int) -> int:
+    """The total of file_bytes, each an integer >= 0, with folders an integer >= 0;
+    SpecError (a ValueError) otherwise."""
+    if isinstance(file_bytes, (str, bytes)) or not isinstance(file_bytes, Sequence):
+        raise SpecError(f"file_bytes: {file_bytes!r}; must be a sequence of byte counts")
+    _integer("folders", folders, 0)
+    return sum(_integer(f"file_bytes[{i}]", n, 0) for i, n in enumerate(file_bytes))
+
+
+def write_bound(path: WritePath, file_bytes: Sequence[int], folders: int = 1) -> WriteBound:
+    """The model's time for one rank to write files of `file_bytes` bytes each (and fsync
+    them) over `path`, making `folders` new folders first (the checkpoint's own: 1).
+
+    Returns a WriteBound: seconds = the client's copy + bytes / the smallest rate + slow
+    start + round trips x RTT; terms in seconds keyed as WRITE_LABELS; limited_by the
+    term taking longest (the rate terms counted by their slowest). Raises SpecError (a
+    ValueError) for a negative or non-integer size or folder count."""
+    nbytes = _sizes(file_bytes, folders)
+    rates = write_rates(path)
+    terms = {k: nbytes / r for k, r in rates.items()}
+    binding = max(RATE_LABELS, key=lambda k: (terms[k], -RATE_LABELS.index(k)))
+    terms["client"] = nbytes / path.client_Bps
+    terms["slow start"] = slow_start_s(path, rates[binding], file_bytes)
+    terms["round trips"] = round_trips(file_bytes, path.wsize, folders) * path.rtt_s
+    label = max((binding, *SERIAL_LABELS), key=lambda k: terms[k])
+    seconds = terms[binding] + sum(terms[k] for k in SERIAL_LABELS)
+    return WriteBound(seconds, terms, label, nbytes)
