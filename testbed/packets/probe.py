@@ -34,6 +34,7 @@ import statistics
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scapy.layers.inet import ICMP, IP
@@ -215,6 +216,7 @@ class ProbeReport:
     kernel_sent: int = 0  # probes whose send time is the kernel's TX stamp
     pacing_late_ms: list[float] = field(default_factory=list)  # send gaps past the interval
     stalled: int = 0  # replies in flight while the sender was late by > STALL_MS
+    reordered_in_stall: int = 0  # reordered arrivals in flight during such a stall
     rtt_clear_ms: list[float] = field(default_factory=list)  # RTTs of the other replies
 
     @property
@@ -287,7 +289,7 @@ class ProbeReport:
             "reordered_pct": 100 * self.reorder_fraction, "duplicates": self.duplicates,
             "socket_drops": self.socket_drops, "rtt_mean_ms": self.rtt_mean_ms,
             "kernel_send_times": self.kernel_sent, "stalls": self.stalls,
-            "stalled_replies": self.stalled,
+            "stalled_replies": self.stalled, "reordered_in_stall": self.reordered_in_stall,
             "pacing_late_median_ms": (statistics.median(self.pacing_late_ms)
                                       if self.pacing_late_ms else math.nan),
             "pacing_late_max_ms": max(self.pacing_late_ms, default=math.nan),
@@ -308,6 +310,9 @@ class ProbeReport:
             lines.append(f"  RTT ms        {self.stalled} replies were in flight during a stall; "
                          f"without them: median {self.clear(0.5):.3f}  p99 "
                          f"{self.clear(0.99):.3f}")
+        if self.reordered_in_stall:
+            lines.append(f"  reordered     {self.reordered_in_stall} of the {self.reordered} were "
+                         "in flight during a stall")
         return lines
 
     def render(self) -> str:
@@ -422,6 +427,19 @@ def probe(src_ns: str, dst_ns: str, dst_ip: str, count: int = 1000,
     return rep
 
 
+def _stall_test(stalls: list[tuple[int, int]]) -> Callable[[int, int], bool]:
+    """A test of whether a packet's flight (sent_ns, received_ns) overlaps one of the
+    disjoint stall windows (start_ns, end_ns): such a packet's timing and order are the
+    lab kernel's pause, not the fibre's."""
+    stalls = sorted(stalls)
+    ends = [b for _, b in stalls]  # disjoint windows: their ends are sorted too
+
+    def overlaps(sent_ns: int, rx_ns: int) -> bool:
+        k = bisect.bisect_right(ends, sent_ns)  # the first stall ending after the send
+        return k < len(stalls) and stalls[k][0] < rx_ns
+    return overlaps
+
+
 def _report(src: str, dst: str, sent: int, interval_s: float,
             replies: list[tuple[int, int, int]],
             arrivals: list[tuple[int, int, int]],
@@ -429,10 +447,10 @@ def _report(src: str, dst: str, sent: int, interval_s: float,
             stalls: list[tuple[int, int]] | None = None) -> ProbeReport:
     """Tally replies and arrivals (seq, sent_ns, received_ns); a kernel TX stamp in
     kernel_sent_ns replaces the send time the probe carried; replies whose flight overlaps
-    a stall window (start_ns, end_ns) are left out of rtt_clear_ms."""
+    a stall window (start_ns, end_ns) are left out of rtt_clear_ms, and reordered arrivals
+    whose flight does are counted in reordered_in_stall too."""
     kernel_sent_ns = kernel_sent_ns or {}
-    stalls = sorted(stalls or [])  # disjoint windows: their ends are sorted too
-    ends = [b for _, b in stalls]
+    in_stall = _stall_test(stalls or [])
     rep = ProbeReport(src, dst, sent, interval_s, kernel_sent=len(kernel_sent_ns))
     seen: set[int] = set()
     highest = -1
@@ -441,10 +459,12 @@ def _report(src: str, dst: str, sent: int, interval_s: float,
             rep.duplicates += 1
             continue
         seen.add(seq)
+        sent_ns = kernel_sent_ns.get(seq, sent_ns)
         if seq < highest:
             rep.reordered += 1
+            rep.reordered_in_stall += in_stall(sent_ns, rx_ns)
         highest = max(highest, seq)
-        rep.one_way_ms.append((rx_ns - kernel_sent_ns.get(seq, sent_ns)) / 1e6)
+        rep.one_way_ms.append((rx_ns - sent_ns) / 1e6)
     rep.arrived = len(seen)
     back: set[int] = set()
     for seq, sent_ns, rx_ns in replies:
@@ -453,8 +473,7 @@ def _report(src: str, dst: str, sent: int, interval_s: float,
             sent_ns = kernel_sent_ns.get(seq, sent_ns)
             rtt = (rx_ns - sent_ns) / 1e6
             rep.rtt_ms.append(rtt)
-            k = bisect.bisect_right(ends, sent_ns)  # the first stall ending after the send
-            if k < len(stalls) and stalls[k][0] < rx_ns:
+            if in_stall(sent_ns, rx_ns):
                 rep.stalled += 1
             else:
                 rep.rtt_clear_ms.append(rtt)

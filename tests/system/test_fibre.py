@@ -81,7 +81,10 @@ def test_rtt_follows_distance(make_net, distance_km, tol):
     assert rep.rtt_median_ms <= configured + tol.rtt_median_ms, rep.render()
     assert floor / 2 <= rep.one_way_median_ms <= configured / 2 + tol.one_way_ms, \
         rep.render()
-    assert rep.reordered <= tol.reordered_max and rep.duplicates == 0, rep.render()
+    # A stalled lab kernel reorders what it holds (CI's lab VM, 2026-12-06: 27 of 500
+    # reordered, all in flight while the probe's sender was stalled for > 1 ms, 73 times)
+    fibre_reordered = rep.reordered - rep.reordered_in_stall
+    assert fibre_reordered <= tol.reordered_max and rep.duplicates == 0, rep.render()
     tcp = path_metrics.tcp_rtt(net.namespace("w1"), net.namespace("srv"), net.address("srv"),
                                count=10)  # a second, independent method agrees
     assert configured - 0.05 <= tcp.median_ms <= configured + tol.tcp_median_ms, \

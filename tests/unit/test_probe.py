@@ -69,6 +69,18 @@ def test_kernel_send_times_replace_carried_ones_and_stalls_are_set_apart():
     assert "send times    the kernel's" in rep.render()
 
 
+def test_reordering_during_a_stall_is_set_apart():
+    """A lab kernel that stops running holds some packets while others go on; the arrivals
+    it reorders in flight during a stall are counted apart from the fibre's own."""
+    ms = 1_000_000
+    order = (0, 2, 1, 3, 5, 4)  # 1 overtaken before the stall, 4 while it lasted
+    arrivals = [(s, s * ms, s * ms + 5 * ms) for s in order]
+    rep = probe._report("a", "b", 6, 0.001, [], arrivals, stalls=[(8 * ms, 9 * ms)])
+    assert rep.reordered == 2 and rep.reordered_in_stall == 1
+    assert "1 of the 2 were in flight during a stall" in rep.render()
+    assert rep.as_dict()["reordered_in_stall"] == 1
+
+
 def test_stalls_from_send_gaps():
     ms = 1_000_000
     sent = [0, 1 * ms, 2 * ms, 5 * ms, 6 * ms]  # nothing ran between 2 and 5 ms
