@@ -17,6 +17,7 @@ STEPS: tuple[Step, ...] = (
     net_cleanup.remove_namespaces,       # every link, bridge and qdisc with them
     net_cleanup.remove_dirs,             # scratch folders, then the run folder
     net_cleanup.restore_tcp_mem,         # the kernel's tcp_mem as the run found it
+    net_cleanup.restore_sysctls,         # settings held for a moment (sunrpc's slots)
 )
 
 

@@ -396,6 +396,10 @@ DIMENSIONS: tuple[Dimension, ...] = (
       choices=MOUNT_TRANSPORTS, default="tcp", section="mounts"),
     D("read_ahead_kb", "int", "KiB", "mount", "read-ahead", 0, MiB_KIB * MiB_KIB,
       section="mounts", optional=True),
+    # sunrpc's tcp_max_slot_table_entries while an NFSv3 mount is made (the kernel's
+    # 65,536 never binds; NFSv4.1+ transports ignore it): READs in flight per connection
+    D("rpc_slots", "int", "", "mount", "RPC slots per TCP connection (NFSv3)", 2, 65_536,
+      section="mounts", optional=True),
     D("actimeo_s", "int", "s", "mount", "attribute cache time", 0, 86_400,
       section="mounts", optional=True),
     D("nocto", "bool", "", "mount", "no close-to-open consistency", default=False,

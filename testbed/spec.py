@@ -266,7 +266,7 @@ NFS_RDMA_PORT = 20049  # IANA's NFS over RDMA port (RFC 5666)
 KERNEL_NCONNECT = 1  # mount.nfs's own default: the option is written only when it differs
 MOUNT_ROWS = {name: name for name in ("vers", "rsize", "wsize", "nconnect", "read_ahead_kb",
                                       "actimeo_s", "nocto", "hard", "timeo_ds", "retrans",
-                                      "fsc", "transport")}
+                                      "fsc", "transport", "rpc_slots")}
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,9 @@ class MountSpec:
     read_ahead_kb: written to the mount's bdi (None keeps the kernel default, 128 KiB);
     actimeo_s: attribute cache time (None = kernel default); nocto: no close-to-open;
     hard/soft with timeo_ds (tenths of a second) and retrans; fsc: read through the
-    GPU site's local FS-Cache (needs a running services.fscache.CacheFiles).
+    GPU site's local FS-Cache (needs a running services.fscache.CacheFiles); rpc_slots:
+    sunrpc's tcp_max_slot_table_entries while an NFSv3 mount is made, the READs and
+    WRITEs in flight per TCP connection (None keeps the kernel's 65,536).
     """
 
     vers: str = schema.default("vers")
@@ -293,11 +295,17 @@ class MountSpec:
     retrans: int = schema.default("retrans")
     fsc: bool = schema.default("fsc")
     transport: str = schema.default("transport")
+    rpc_slots: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.vers, (int, float)) and not isinstance(self.vers, bool):
             object.__setattr__(self, "vers", str(self.vers))  # vers = 4.2 in TOML
         validate(self, MOUNT_ROWS)
+        if self.rpc_slots is not None and (self.transport != "tcp" or self.vers != "3"):
+            raise SpecError(f"rpc_slots = {self.rpc_slots}: the RPC slot table binds NFSv3 "
+                            f"over TCP only (vers = {self.vers!r}, transport = "
+                            f"{self.transport!r}: NFSv4.1+ transports keep unlimited slots "
+                            "and the session's govern; RDMA has its own credits)")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MountSpec:

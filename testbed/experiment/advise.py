@@ -50,7 +50,8 @@ TIER_SHORT = ("mount/host", "loader", "cache", "staged copy")
 MOVES: tuple[Move, ...] = (
     Move("read_ahead_kb", (1024, 4096, 16384, 65536, 262144), 0, ("latency",)),
     Move("tcp_buffer_mib", (16, 64, 256, 1024, 4096), 0, ("window",)),
-    Move("nconnect", (2, 4, 8, 16), 0, ("window", "loss", "latency")),
+    Move("nconnect", (2, 4, 8, 16), 0, ("window", "slots", "loss", "latency")),
+    Move("rpc_slots", (256, 4096, 65_536), 0, ("slots",)),
     Move("rsize", (262144, 524288, 1048576), 0, ("latency",)),
     Move("readers", (8, 16, 32, 64, 128, 256), 1, ("latency",)),
     Move("prefetch", (4, 8, 16, 32), 1, ("latency",)),
@@ -61,9 +62,13 @@ DEFAULT_ALLOWED = ("read_ahead_kb", "tcp_buffer_mib", "nconnect", "rsize", "read
                    "prefetch", "data_path")
 # The kernel's defaults a search starts from where the schema has no fixed default.
 START = {"read_ahead_kb": 128, "tcp_buffer_mib": 6}
+# What the kernel keeps where a knob is left unset and a search need not write it out.
+KERNEL = {"rpc_slots": model.KERNEL_RPC_SLOTS}
 LIFTS = {"fibre": "a faster line, more lines (fewer workers per line), or a copy at the "
                   "GPU site (cache or staging)",
          "window": "larger TCP buffers or more connections (nconnect)",
+         "slots": "more RPC slots (rpc_slots, sunrpc's tcp_max_slot_table_entries), more "
+                  "connections (nconnect) or NFSv4.1+ (its transports keep unlimited slots)",
          "loss": "more connections (nconnect), a cleaner line, or a copy at the GPU site",
          "latency": "more read-ahead, readers or prefetch, or a copy at the GPU site",
          "compute": "nothing: the accelerator is the limit",
@@ -201,7 +206,8 @@ def current(rater: Rater, changes: dict[str, Any], knob: str) -> Any:
     """A knob's value in the setting: changed, else the point's own."""
     if knob in changes:
         return changes[knob]
-    return rater.point.value(knob)
+    value = rater.point.value(knob)
+    return KERNEL.get(knob, value) if value is None else value
 
 
 def next_rung(move: Move, value: Any) -> Any | None:

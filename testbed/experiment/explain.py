@@ -42,7 +42,7 @@ CPU_BUSY_PCT = 90.0
 OVERSHOOT_PCT = 5.0
 SHORTFALL = 0.85
 COLUMNS = ("model_MB_s", "model_au_pct", "limited_by", "bound_compute_MB_s",
-           "bound_fibre_MB_s", "bound_window_MB_s", "bound_loss_MB_s",
+           "bound_fibre_MB_s", "bound_window_MB_s", "bound_slots_MB_s", "bound_loss_MB_s",
            "bound_latency_MB_s", "emulator_limited", "emulator_reason", "qdisc_drops",
            "fibre_MB_s", "tcp_rmem_max")
 
@@ -78,6 +78,7 @@ PLANNED_RA_KB = 128  # the read-ahead a write path's inputs are built with (unus
 # The share of its tcp_rmem maximum nfsd advertises to a writing client: 797,952 bytes of
 # 1 MiB (UML 7.2, tests/system/test_write_model.py), the reading client's alike.
 NFSD_WINDOW_SHARE = model.SKB_WINDOW_SHARE
+SESSION_SLOTS = 64  # the Linux client's max_session_slots (the write model's slots term)
 
 
 @functools.cache
@@ -134,7 +135,8 @@ def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_
                       mtu=int(point.value("mtu")), connections=m.nconnect,
                       buffer_bytes=rmem_max, cc=cc, transport=m.transport,
                       window_share=model.window_share(platform.release()),
-                      clock_scale=point.time_scale)
+                      clock_scale=point.time_scale,
+                      rpc_slots=m.rpc_slots or model.KERNEL_RPC_SLOTS)  # v3 only (spec)
     sample = point.dataset.sample_bytes(wl.access)
     reading = model_reading(point, ra_kb)
     demand = wl.batch * sample / (wl.compute_ms / 1000.0) if wl.compute_ms > 0 else math.inf
@@ -144,11 +146,14 @@ def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_
 def write_path(topo: topology.SiteTopo, point: Point, worker: str,
                rmem_max: int) -> model.WritePath:
     """The write model's path for one worker (a checkpoint rank): its round trip, fair
-    share of the line (payload), the mount's wsize and connections, the TCP buffers."""
+    share of the line (payload), the mount's wsize and connections, the TCP buffers, the
+    requests in flight (NFSv4.1+: the session's slots; NFSv3: the RPC slot tables')."""
     path, _, _ = inputs(topo, point, worker, PLANNED_RA_KB, rmem_max, point.congestion)
     return model.WritePath(rtt_s=path.rtt_s, share_Bps=model.fibre_Bps(path),
                            wsize=point.mount.wsize, connections=point.mount.nconnect,
                            buffer_bytes=rmem_max,
+                           slots=SESSION_SLOTS if point.mount.vers != "3"
+                           else path.connections * path.rpc_slots,
                            window_share=min(path.window_share, NFSD_WINDOW_SHARE),
                            loss=path.loss, mtu=path.mtu, cc=path.cc)
 

@@ -140,7 +140,8 @@ WORDS = {"compute": "the accelerator (demand met)", "fibre": "the fibre's line r
          "loss": "TCP's response to loss",
          "latency": "round trips per file and request x the loader's depth",
          "emulator": "the emulating machine (not the fibre)",
-         "slots": "NFSv4.1 session slots x wsize per RTT",
+         "slots": "requests in flight per RTT (NFSv3's RPC slots per connection, NFSv4.1's "
+                  "session slots for writes)",
          "server": "the server's write rate",
          "round trips": "a checkpoint's round trips (its folder, OPEN and COMMIT per file)"}
 

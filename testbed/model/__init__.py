@@ -1,12 +1,13 @@
-"""What should limit a point: bounds (compute, fibre, window, loss, latency) and the
+"""What should limit a point: bounds (compute, fibre, window, slots, loss, latency) and the
 prediction (bounds), Linux's read-ahead (readahead), the readers' event simulation
 (sim) and TCP's response to loss (tcp). Pure functions, no I/O."""
 
-from testbed.model.bounds import (LABELS, SKB_WINDOW_SHARE, Bounds, Path, fibre_Bps,
-                                  loss_Bps, predict, window_Bps, window_share)
+from testbed.model.bounds import (KERNEL_RPC_SLOTS, LABELS, SKB_WINDOW_SHARE, Bounds, Path,
+                                  fibre_Bps, loss_Bps, predict, slots_Bps, window_Bps,
+                                  window_share)
 from testbed.model.sim import Reading
 from testbed.model.write import WRITE_LABELS, WriteBound, WritePath, write_bound
 
-__all__ = ["LABELS", "SKB_WINDOW_SHARE", "Bounds", "Path", "Reading", "fibre_Bps", "loss_Bps", "predict",
-           "window_Bps", "window_share"]
+__all__ = ["KERNEL_RPC_SLOTS", "LABELS", "SKB_WINDOW_SHARE", "Bounds", "Path", "Reading",
+           "fibre_Bps", "loss_Bps", "predict", "slots_Bps", "window_Bps", "window_share"]
 __all__ += ["WRITE_LABELS", "WriteBound", "WritePath", "write_bound"]

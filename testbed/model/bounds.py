@@ -15,6 +15,10 @@ Per worker, every bound is a read rate (bytes/s):
            at 9,000) per RTT
   loss     the TCP response to random loss per connection (testbed.model.tcp: Mathis for
            reno, RFC 8312's response function for cubic), times nconnect
+  slots    NFSv3's RPC slot table: nconnect x rpc_slots READs of rsize per RTT (every
+           request holds a slot of its TCP transport until its reply; the kernel's
+           65,536 never binds, a lowered tcp_max_slot_table_entries does; NFSv4.1+
+           transports keep unlimited slots, their sessions' own grow on demand)
   latency  per-file and per-request round trips times the loader's depth: an event
            simulation (model.sim) of `readers` readers, each opening a file (one round
            trip) and reading it in read_kib requests through Linux's on-demand read-ahead
@@ -39,7 +43,8 @@ RXE_UNACKED = 128                            # soft-RoCE's packets in flight per
 ROCE_MTUS = (4096, 2048, 1024, 512, 256)     # InfiniBand MTUs a RoCE path can take
 RXE_MAX_HDR = 80                             # rxe's RXE_MAX_HDR_LENGTH: the MTU's headroom
 ROCE_HEADERS = 20 + 8 + 12 + 4 + 4           # IPv4, UDP, BTH, AETH, ICRC of a read reply
-LABELS = ("compute", "fibre", "window", "loss", "latency", "emulator")
+LABELS = ("compute", "fibre", "window", "slots", "loss", "latency", "emulator")
+KERNEL_RPC_SLOTS = 65_536  # sunrpc's tcp_max_slot_table_entries (RPC_MAX_SLOT_TABLE_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class Path:
     transport: str = "tcp"
     window_share: float = 0.5
     clock_scale: float = 1.0  # time dilation k: CUBIC's curve runs on the real clock
+    rpc_slots: int = KERNEL_RPC_SLOTS  # requests in flight per TCP connection (NFSv3)
 
     @property
     def mss(self) -> int:
@@ -102,11 +108,12 @@ class Bounds:
     window: float
     loss: float
     latency: float
+    slots: float = math.inf
     values: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.values = {"compute": self.compute, "fibre": self.fibre, "window": self.window,
-                       "loss": self.loss, "latency": self.latency}
+                       "slots": self.slots, "loss": self.loss, "latency": self.latency}
 
     @property
     def predicted(self) -> float:
@@ -152,6 +159,14 @@ def window_Bps(path: Path) -> float:
     return path.connections * path.buffer_bytes * path.window_share / path.rtt_s
 
 
+def slots_Bps(path: Path, rsize: int) -> float:
+    """The RPC slot tables' bound: each TCP connection keeps rpc_slots READs of at most
+    rsize in flight per round trip (NFS over RDMA has its own credits: no bound)."""
+    if path.rtt_s <= 0 or path.transport != "tcp":
+        return math.inf
+    return path.connections * path.rpc_slots * rsize / path.rtt_s
+
+
 def fibre_Bps(path: Path) -> float:
     """The fair share of the line rate that carries payload."""
     frame = path.mtu if path.transport == "tcp" else path.mss + ROCE_HEADERS
@@ -164,4 +179,5 @@ def predict(path: Path, reading: Reading, demand_Bps: float, local: bool = False
     if local:
         return Bounds(demand_Bps, math.inf, math.inf, math.inf, math.inf)
     latency = read_rate_Bps(Setting(path.rtt_s, path.share_Bps, reading))
-    return Bounds(demand_Bps, fibre_Bps(path), window_Bps(path), loss_Bps(path), latency)
+    return Bounds(demand_Bps, fibre_Bps(path), window_Bps(path), loss_Bps(path), latency,
+                  slots_Bps(path, reading.rsize))

@@ -15,6 +15,8 @@ order given, then removing the run's registry file. The network layer's steps ar
   remove_dirs        the run's scratch folders and its run folder
   restore_tcp_mem    the kernel's tcp_mem as the run found it, if it still holds what the
                      run raised it to and no other run of ours is alive (it may lean on it)
+  restore_sysctls    other kernel settings a run changes for a moment (sunrpc's slot
+                     table while a mount is made), put back if they still hold its value
 
 A higher layer's step (stopping nfsd in the run's namespaces) takes the run's state and
 the seconds it may use; external() makes it a step whose failure is reported, not
@@ -231,8 +233,24 @@ def restore_tcp_mem(st: state_mod.RunState, report: CleanReport, budget: _Budget
                                                       st.tcp_mem_set))
 
 
+def restore_sysctls(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
+    """Put back each kernel setting a dead run was holding (RunState.sysctls) if it still
+    reads what the run set: a value someone wrote since is theirs."""
+    for path, (found, held) in st.sysctls.items():
+        try:
+            now = Path(path).read_text().strip()
+            if now != held:
+                report.restored.append(f"{st.prefix}: {path} left at {now} (changed since)")
+                continue
+            Path(path).write_text(found)
+            report.restored.append(f"{st.prefix}: {path} put back to {found}")
+        except OSError as exc:
+            report.problems.append(f"{path}: not put back to {found}: {exc.strerror or exc}")
+
+
 NETWORK_STEPS: tuple[Step, ...] = (unmount_nfs, kill_procs, unmount_other,
-                                    remove_namespaces, remove_dirs, restore_tcp_mem)
+                                    remove_namespaces, remove_dirs, restore_tcp_mem,
+                                    restore_sysctls)
 
 
 def clean_run(st: state_mod.RunState, report: CleanReport, budget: _Budget,

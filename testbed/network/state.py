@@ -73,6 +73,8 @@ class RunState:
     # The kernel's tcp_mem as the run found it and as it left it raised ([] while not raised)
     tcp_mem_found: list[int] = field(default_factory=list)
     tcp_mem_set: list[int] = field(default_factory=list)
+    # Kernel settings the run changes for a moment: {path: [as found, as set]}
+    sysctls: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.owner_start is None:
@@ -144,6 +146,16 @@ class RunState:
     def set_tcp_mem(self, found: tuple[int, ...], now: tuple[int, ...]) -> None:
         """Record tcp_mem as the run found it and as it raised it (both empty: put back)."""
         self.tcp_mem_found, self.tcp_mem_set = list(found), list(now)
+        self.save()
+
+    def hold_sysctl(self, path: str, found: str, now: str) -> None:
+        """Record a kernel setting as found before the run sets it to `now`."""
+        self.sysctls[path] = [found, now]
+        self.save()
+
+    def drop_sysctl(self, path: str) -> None:
+        """Forget a kernel setting the run has put back."""
+        self.sysctls.pop(path, None)
         self.save()
 
     def add_dir(self, path: str) -> None:

@@ -43,6 +43,7 @@ from testbed.launch import ns_shell
 from testbed.network import state as state_mod
 from testbed.network.engine import Network
 from testbed.network.namespace import in_namespace
+from testbed.services import slot_table
 from testbed.spec import MountSpec, NfsServerSpec
 from testbed.topology import SUBNET
 
@@ -435,7 +436,9 @@ class NfsMount:
         self.path.mkdir(parents=True, exist_ok=True)
         self.net.callback(self.unmount)
         # A soft mount gives up by itself; a hard one may retry for a long time.
-        proc = _run(argv, 120 if self.spec.hard else 45, f"mount {source} on {self.worker}")
+        with slot_table.held(self.net.state, self.spec.rpc_slots):  # read as it is made
+            proc = _run(argv, 120 if self.spec.hard else 45,
+                        f"mount {source} on {self.worker}")
         if proc.returncode != 0:
             self.unmount()
             raise ServiceError(f"mount {source} on {self.worker} refused: {_last_line(proc)}")

@@ -5,8 +5,8 @@ far from the model is a limit the model gets wrong (or one it does not have), so
 are what `testbed advise` leans on when it ranks settings without measuring them.
 
 The loss term has its own tests (test_loss.py), the fair share of a line shared by
-workers its own (test_experiment.py). Session slots are not a term: at 3,000 km the
-client's 64 did not bind (docs/advise.md)."""
+workers its own (test_experiment.py). NFSv4.1 session slots are not a term: at 3,000 km
+the client's 64 did not bind (docs/advise.md); NFSv3's RPC slot table per connection is."""
 
 import pandas as pd
 import pytest
@@ -75,6 +75,13 @@ CASES = [
                       mount='tcp_buffer_mib = 64\nvers = "3"',
                       workload_extra='[server]\nversions = ["3", "4.2"]'), "latency",
                  id="per-file-open-v3"),
+    # NFSv3 with 4 RPC slots per connection, 64 KiB READs, 29.4 ms: 8.9 MB/s however far
+    # the 16 MiB of read-ahead reaches (sunrpc's tcp_max_slot_table_entries while mounting;
+    # an NFSv4.2 mount ignores it: 93 READs in flight)
+    pytest.param(dict(mount='tcp_buffer_mib = 64\nrpc_slots = 4\nrsize = 65536\n'
+                            'read_ahead_kb = 16384\nvers = "3"',
+                      workload_extra='[server]\nversions = ["3", "4.2"]'), "slots",
+                 id="rpc-slots-v3"),
     # records read in order (as MLPerf's resnet50 reads its 1,251-record files): four
     # files interleaved, each batch's records of a file read as one 1 MiB run, one open
     # and the kernel's 128 KiB read-ahead each

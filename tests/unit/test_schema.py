@@ -33,13 +33,16 @@ def _numeric_rows():
 
 
 def _build(spec, field, value):
-    """The spec with one field set (a fibre's jitter needs a delay to stay below)."""
+    """The spec with one field set (a fibre's jitter needs a delay to stay below, RPC
+    slots an NFSv3 mount)."""
     extra = {"distance_km": 40_000, "extra_delay_ms": 1000} \
         if spec is FibreSpec and field == "jitter_ms" else {}
     if spec is WorkloadSpec and field in ("measure_s", "measure_stall_s"):
         extra = {"measure_max_s": 3600}
     if spec is WorkloadSpec and field == "measure_max_s":
         extra = {"measure_s": 0.5}
+    if field == "rpc_slots":  # NFSv3's setting (MountSpec refuses it for 4.1+)
+        extra = {"vers": "3"}
     return spec(**extra, **{field: value})
 
 
