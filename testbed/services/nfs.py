@@ -440,8 +440,12 @@ class NfsMount:
             proc = _run(argv, 120 if self.spec.hard else 45,
                         f"mount {source} on {self.worker}")
         if proc.returncode != 0:
-            self.unmount()
-            raise ServiceError(f"mount {source} on {self.worker} refused: {_last_line(proc)}")
+            refused = f"mount {source} on {self.worker} refused: {_last_line(proc)}"
+            try:
+                self.unmount()
+            except ServiceError as exc:  # the refusal is the news, not its leftovers
+                log.warning("%s; then %s", refused, exc)
+            raise ServiceError(refused)
         if self.spec.read_ahead_kb is not None:
             self.set_read_ahead(self.spec.read_ahead_kb)
 
@@ -546,7 +550,7 @@ class NfsMount:
         if _is_mounted(self.path):
             for flags in ([], ["-f"], ["-l"]):
                 why = self._umount(flags)
-                if not why:
+                if not why or not _is_mounted(self.path):  # a killed umount may finish
                     break
                 log.info("umount %s %s: %s", " ".join(flags), self.path, why)
                 if not flags:
