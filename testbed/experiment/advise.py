@@ -27,7 +27,8 @@ from testbed import model
 from testbed.errors import SpecError
 from testbed.experiment import explain
 from testbed.experiment.dimensions import BY_NAME, Key
-from testbed.experiment.plan import Plan, Point, cache_need_mib, format_value
+from testbed.experiment.plan import (Plan, Point, cache_need_mib, format_value,
+                                     reads_per_batch)
 from testbed.schema import default
 from testbed.topology import worker_hosts
 from testbed.workload.presets import knob_values
@@ -285,6 +286,42 @@ def pairs(rater: Rater, here: Candidate, allowed: tuple[str, ...]) -> list[Candi
     return out
 
 
+# Samples requested per reader: a sample stays requested from its read until the
+# accelerator takes it, in order, so when the accelerator falls behind, samples read and
+# waiting hold requests the readers could be working on. cosmoflow-h100 at 3,000 km, 32
+# readers of 2.8 MB files, 64 MiB TCP buffers, k = 5 (user-mode Linux 7.2.7, 2026-12-07):
+# reading alone 911 MB/s (latency term 918); training with prefetch 32 (one sample per
+# reader) AU 94.9 % at 756 MB/s where the model said compute (808), with prefetch 64
+# AU 99.1 % at 793 and slowdown -0.1 %. At 1,000 km 8 readers (latency term 1.29 x the
+# demand) fell short alike (AU 92.3 %); at 60 km 4 readers with prefetch 2 (latency term
+# 3.3 x) kept up. So the slack is added where the readers' round trips leave less than
+# THIN x the demand.
+SLACK = 2
+THIN = 2.0
+
+
+def with_slack(rater: Rater, cand: Candidate) -> Candidate:
+    """The candidate with prefetch raised (to a power of two) until the loader requests
+    SLACK samples per reader, where it requests fewer and reads directly over the fibre
+    with a thin margin (the readers' round trips allow less than THIN x the demand): the
+    model's rate is unchanged (it counts files in flight as the readers'); the loader
+    holds the extra batches in memory."""
+    point = rater.point_of(dict(cand.changes))
+    reads, _ = reads_per_batch(point)
+    readers, prefetch = point.workload.readers, point.workload.prefetch
+    if point.data_path != "direct" or readers <= 1 or prefetch * reads >= SLACK * readers:
+        return cand
+    b = explain.planned_bounds(rater.topo, point, rater.worker)
+    if b.latency >= THIN * b.compute:
+        return cand
+    need = 1 << max(0, math.ceil(SLACK * readers / reads) - 1).bit_length()
+    changes = {**dict(cand.changes), "prefetch": need}
+    try:
+        return rater.rate(changes, cand.tier)
+    except SpecError:  # a prefetch this point cannot take: the candidate as it was
+        return cand
+
+
 def prune(rater: Rater, cand: Candidate) -> Candidate:
     """The candidate without the changes it does not need: a rung climbed early can be
     made redundant by a later one (read-ahead raised before a cache was added); each
@@ -335,14 +372,14 @@ def advise(plan: Plan, goal: Goal, allowed: tuple[str, ...] = DEFAULT_ALLOWED,
         if here.meets:
             advice.runner_up = next((c for c in ahead[1:] if c.meets), None)
     if here.meets:
-        here = prune(rater, here)
+        here = with_slack(rater, prune(rater, here))
         if here.changes != advice.path[-1].changes:
             advice.path.append(here)
     advice.recommended = here if here.meets else None
     if advice.recommended is not None and advice.runner_up is None:
         advice.runner_up = _runner_up(rater, here, allowed)
     if advice.runner_up is not None:
-        advice.runner_up = prune(rater, advice.runner_up)
+        advice.runner_up = with_slack(rater, prune(rater, advice.runner_up))
         if advice.runner_up.changes == here.changes:
             advice.runner_up = None
     advice.stopped_by = "" if here.meets else here.limited_by
