@@ -62,12 +62,13 @@ from testbed.experiment import report
 from testbed.paths import RESULTS
 from testbed.workload import presets
 
-EXPERIMENT = """
+# The scenarios (head, [fixed] and [sweep]), then what each --workload does in them.
+SCENARIOS = """
 name = "dilation-invariance"
 description = "The same emulated scenarios at several time scales"
 repetitions = {reps}
 [fixed]
-workers = 1
+workers = {workers}
 rate = "200mbit"
 congestion = "{cc}"
 delayed_ack = {delayed_ack}
@@ -77,7 +78,8 @@ mount = [{mounts}]
 loss_pct = [{losses}]
 distance_km = [{distances}]
 time_scale = [{ks}]
-[mounts.tuned]
+"""
+LOADER_WORKLOAD = """[mounts.tuned]
 nconnect = 4
 read_ahead_kb = 16384
 [dataset]
@@ -97,25 +99,14 @@ measure_max_s = 20
 # checkpoints with fsync then read back, the time between them scaled alike (5 ms).
 # AU is then the training's share of time not lost to checkpoint writes, MB/s a rank's
 # write rate.
-CHECKPOINT_WORKLOAD = """
-[fixed]
-workers = 2
-rate = "200mbit"
-congestion = "{cc}"
-delayed_ack = {delayed_ack}
-loss_probe = {loss_probe}
-[sweep]
-mount = [{mounts}]
-loss_pct = [{losses}]
-distance_km = [{distances}]
-time_scale = [{ks}]
-[mounts.tuned]
+CHECKPOINT_WORKLOAD = """[mounts.tuned]
 nconnect = 4
 tcp_buffer_mib = "auto"
 [workload]
 dlio = "{dlio}"
 scale = 0.001
 """
+WORKLOADS = {"loader": (1, LOADER_WORKLOAD), "checkpoint": (2, CHECKPOINT_WORKLOAD)}
 KEYS = ["mount", "loss_pct", "distance_km"]
 
 
@@ -213,9 +204,9 @@ def write_experiment(args: argparse.Namespace, out: Path) -> Path:
     """The experiment file for these options, beside the results folder (`testbed run`
     owns the folder itself)."""
     f = out.parent / f"{out.name}.toml"
-    text = EXPERIMENT if args.workload == "loader" else \
-        EXPERIMENT[:EXPERIMENT.index("[fixed]")].lstrip("\n") + CHECKPOINT_WORKLOAD
-    f.write_text(text.format(ks=args.ks, cc=args.cc, losses=args.losses,
+    workers, workload = WORKLOADS[args.workload]
+    text = SCENARIOS + workload
+    f.write_text(text.format(ks=args.ks, cc=args.cc, losses=args.losses, workers=workers,
                              reps=args.repetitions, distances=args.distances,
                              delayed_ack=str(args.delayed_ack == "on").lower(),
                              loss_probe=str(args.loss_probe == "on").lower(),
