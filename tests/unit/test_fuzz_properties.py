@@ -924,7 +924,7 @@ def checkpoint_config(draw: st.DrawFn) -> dict[Any, Any]:
 def _model_values(model: dict[Any, Any]) -> dict[str, Any]:
     """The model section's fields one level deep (parallelism.tensor, ...), over DLIO's
     defaults for those it leaves out (checkpoint_size.ModelShape's)."""
-    from testbed.workload.checkpoint_size import ModelShape
+    from testbed.workload.checkpoint_size import ModelShape, _flatten
     out: dict[str, Any] = {f: getattr(ModelShape, f, None) for f in (
         "name", "num_layers", "hidden_size", "ffn_hidden_size", "vocab_size", "num_attention_heads",
         "num_kv_heads", "model_datatype", "optimizer_datatype", "tensor", "pipeline",
@@ -933,12 +933,7 @@ def _model_values(model: dict[Any, Any]) -> dict[str, Any]:
                                     "num_attention_heads", "num_kv_heads") else
             "parallelism." if k in ("tensor", "pipeline", "zero_stage") else "") + k: v
            for k, v in out.items()}
-    for key, value in model.items():
-        if isinstance(value, dict):
-            out.update({f"{key}.{sub}": v for sub, v in value.items()})
-        else:
-            out[str(key)] = value
-    return out
+    return {**out, **_flatten(model)}
 
 
 def checkpoint_problem(doc: Any) -> str | None:
