@@ -233,17 +233,22 @@ def restore_tcp_mem(st: state_mod.RunState, report: CleanReport, budget: _Budget
                                                       st.tcp_mem_set))
 
 
+def put_back_setting(path: Path, found: str, held: str) -> str:
+    """Write `found` back to a kernel setting that still reads `held` (a value someone
+    wrote since is theirs, left as it is); what was done, in words. OSError passes."""
+    now = path.read_text().strip()
+    if now != held:
+        return f"{path} left at {now} (changed since)"
+    path.write_text(found)
+    return f"{path} put back to {found}"
+
+
 def restore_sysctls(st: state_mod.RunState, report: CleanReport, budget: _Budget) -> None:
     """Put back each kernel setting a dead run was holding (RunState.sysctls) if it still
-    reads what the run set: a value someone wrote since is theirs."""
+    reads what the run set (put_back_setting)."""
     for path, (found, held) in st.sysctls.items():
         try:
-            now = Path(path).read_text().strip()
-            if now != held:
-                report.restored.append(f"{st.prefix}: {path} left at {now} (changed since)")
-                continue
-            Path(path).write_text(found)
-            report.restored.append(f"{st.prefix}: {path} put back to {found}")
+            report.restored.append(f"{st.prefix}: " + put_back_setting(Path(path), found, held))
         except OSError as exc:
             report.problems.append(f"{path}: not put back to {found}: {exc.strerror or exc}")
 

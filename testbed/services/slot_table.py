@@ -25,6 +25,7 @@ from pathlib import Path
 from testbed import launch
 from testbed.errors import ServiceError
 from testbed.network import state as state_mod
+from testbed.network.cleanup import put_back_setting
 
 log = logging.getLogger(__name__)
 SLOT_TABLE = Path("/proc/sys/sunrpc/tcp_max_slot_table_entries")
@@ -51,8 +52,7 @@ def held(st: state_mod.RunState, slots: int | None,
         yield
     finally:
         try:
-            if path.read_text().strip() == str(slots):  # someone else's value stays theirs
-                path.write_text(found)
+            put_back_setting(path, found, str(slots))  # someone else's value stays theirs
             st.drop_sysctl(str(path))
         except OSError as exc:  # left in the registry: `testbed clean` tries again
             log.warning("%s not put back to %s: %s", path, found, exc.strerror or exc)
