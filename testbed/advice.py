@@ -26,6 +26,7 @@ from testbed.experiment import advise as adv
 from testbed.experiment import plan as plan_mod
 from testbed.experiment import report
 from testbed.experiment.plan import Plan
+from testbed.schema import HOST_PROFILES
 
 RunPlan = Callable[[Plan, Path], Any]  # measure a plan into a folder (as `testbed run`)
 
@@ -35,7 +36,7 @@ def scenario(args: argparse.Namespace) -> adv.Scenario:
     return adv.Scenario(workload=args.workload, distance_km=args.distance_km, rate=args.rate,
                         loss_pct=args.loss_pct, workers=args.workers,
                         topology=args.topology, files=args.files,
-                        repetitions=args.repetitions)
+                        repetitions=args.repetitions, host=args.host)
 
 
 def goal(args: argparse.Namespace) -> adv.Goal:
@@ -73,9 +74,11 @@ def _table(a: adv.Advice) -> Table:
     return t
 
 
-def print_model(out: Console, a: adv.Advice, seconds: float) -> None:
-    """The model's answer: its candidates, the recommendation and runner-up, or the
-    limit that stops every candidate."""
+def print_model(out: Console, a: adv.Advice, seconds: float, host: str = "") -> None:
+    """The model's answer: the host profile it assumed, its candidates, the
+    recommendation and runner-up, or the limit that stops every candidate."""
+    if host:
+        out.print(f"host profile: {host} ({host_text(host)}; docs/hosts.md)", markup=False)
     out.print(_table(a))
     for note in a.notes:
         out.print(f"note: {note}")
@@ -95,6 +98,12 @@ def print_model(out: Console, a: adv.Advice, seconds: float) -> None:
                       f"{adv.TIERS[a.runner_up.tier]})")
         out.print("to paste into an experiment file:\n" + adv.snippet(r))
     out.print(f"model answered in {seconds:.2f} s")
+
+
+def host_text(name: str) -> str:
+    """A host profile in words: a preset's description, or "[hosts.NAME]"."""
+    profile = HOST_PROFILES.get(name)
+    return profile.what if profile else f"[hosts.{name}] of the experiment file"
 
 
 def confirm(out: Console, s: adv.Scenario, a: adv.Advice, folder: Path,

@@ -142,7 +142,38 @@ def cmd_knobs(args: argparse.Namespace) -> int:
                  "" if d.baseline is None else str(d.baseline), d.help]
         table.add_row(*(Text(c) for c in cells))  # literal: "[server]" is not markup
     out.print(table)
+    out.print(_sources_table(DIMENSIONS))
+    out.print(_host_profiles_table())
     return 0
+
+
+def _sources_table(dims: Sequence[Any]) -> Table:
+    """Where the knobs' defaults come from (the rows that say: docs/hosts.md)."""
+    table = Table("knob", "default", "source", box=None,
+                  title="where the defaults come from (docs/hosts.md)", title_justify="left")
+    for d in dims:
+        if d.source:
+            table.add_row(*(Text(c) for c in (d.name, _shown(d.default), d.source)))
+    return table
+
+
+def _host_profiles_table() -> Table:
+    """The host profiles the `host` knob names besides [hosts.NAME]: their values."""
+    from testbed.schema import HOST_PROFILES
+    table = Table("host", "what", "values (the rest: the defaults)", "source", box=None,
+                  title="host profiles (host = NAME)", title_justify="left")
+    for p in HOST_PROFILES.values():
+        values = ", ".join(f"{k}={_shown(v)}" for k, v in p.values.items())
+        table.add_row(*(Text(c) for c in (p.name, p.what, values or "-", p.source)))
+    return table
+
+
+def _shown(value: Any) -> str:
+    """A default as `testbed knobs` shows it ("none" for no limit, 400000 for 400000.0)."""
+    from testbed.schema import NO_LIMIT, number
+    if isinstance(value, float):
+        return NO_LIMIT if value == float("inf") else number(value)
+    return str(value)
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
@@ -308,7 +339,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         Path("results") / f"advise-{s.workload}-{s.distance_km:g}km"
     plan = advice.load(s, (), folder if not args.model_only else _scratch(), "start")
     found = adv.advise(plan, goal, allowed)
-    advice.print_model(out, found, time.perf_counter() - t0)
+    advice.print_model(out, found, time.perf_counter() - t0, s.host)
     if args.model_only:
         if args.out:
             advice.record(folder, s, found, [], time.perf_counter() - t0)
@@ -507,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _advise_parser(sub: Any) -> None:
+    from testbed import schema
     from testbed.experiment import advise as adv
     from testbed.workload.presets import PRESETS
     ad = sub.add_parser("advise", help="which settings keep a workload within a goal at a "
@@ -518,6 +550,9 @@ def _advise_parser(sub: Any) -> None:
     ad.add_argument("--loss-pct", type=_finite, default=0.0, help="random loss per packet")
     ad.add_argument("--workers", type=_count, default=1, help="GPU workers per site")
     ad.add_argument("--topology", default="apn", help="topology (default apn)")
+    ad.add_argument("--host", default=schema.DEFAULT_HOST,
+                    choices=sorted(schema.HOST_PROFILES), help="the end hosts' profile "
+                    "assumed (default %(default)s; docs/hosts.md)")
     goal = ad.add_mutually_exclusive_group(required=True)
     goal.add_argument("--slowdown-pct", type=_finite, help="at most this slowdown against "
                       "co-located (e.g. 1)")

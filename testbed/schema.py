@@ -33,7 +33,7 @@ from typing import Any, Callable
 from testbed.errors import SpecError
 
 TARGETS = ("fibre", "topology", "server", "dataset", "mount", "loader", "window",
-           "data_path", "run", "preset", "host")
+           "data_path", "run", "preset", "host", "host_profile")
 NFS_VERSIONS = ("3", "4.1", "4.2")
 MOUNT_TRANSPORTS = ("tcp", "rdma")
 CONGESTION_CONTROLS = ("cubic", "reno")  # every kernel has both built in
@@ -186,6 +186,21 @@ def _auto(value: Any, text: bool) -> float | str:
     return _float(value, text)
 
 
+NO_LIMIT = "none"  # a limit knob's value for "nothing limits it" (math.inf)
+
+
+def _limit(value: Any, text: bool) -> float:
+    """A rate in Mbit/s that caps something (a host's connection, NIC, server), or
+    "none" (math.inf, as the Python API and the presets write it): no cap."""
+    if (isinstance(value, str) and value.strip() == NO_LIMIT) or \
+            (isinstance(value, float) and value == math.inf):
+        return math.inf
+    try:
+        return _rate(value, text)
+    except ValueError:
+        raise ValueError("expected a rate in Mbit/s or text like 10gbit") from None
+
+
 def _choice(value: Any, text: bool) -> str:
     """A name (checked against the knob's choices afterwards)."""
     if not isinstance(value, str):
@@ -206,10 +221,11 @@ def _str_list(value: Any, text: bool) -> tuple[str, ...]:
 
 PARSERS: dict[str, Callable[[Any, bool], Any]] = {
     "int": _int, "float": _float, "bool": _bool, "rate": _rate, "choice": _choice,
-    "str_list": _str_list, "auto": _auto,
+    "str_list": _str_list, "auto": _auto, "limit": _limit,
 }
 KIND_WORDS = {"int": "an integer", "float": "a number", "auto": "\"auto\" or a number",
-              "rate": "a rate in Mbit/s or text like 10gbit"}
+              "rate": "a rate in Mbit/s or text like 10gbit",
+              "limit": "a rate in Mbit/s or text like 10gbit"}
 
 
 @dataclass(frozen=True)
@@ -237,6 +253,7 @@ class Dimension:
     label: str | None = None       # the plot axis label (default: help + unit)
     exposed: bool = True           # False: a spec field that experiments do not set
     optional: bool = False         # the spec field may be None (kernel default)
+    source: str = ""               # where its default comes from (`testbed knobs`)
 
     @property
     def spec_field(self) -> str:
@@ -281,7 +298,8 @@ class Dimension:
             return "true or false"
         hi = number(self.hi) if self.hi is not None else "any"
         span = f"{number(self.lo or 0)} .. {hi}"
-        extra = ", a power of two" if self.pow2 else ""
+        extra = ", a power of two" if self.pow2 else \
+            f", or \"{NO_LIMIT}\" (no limit)" if self.kind == "limit" else ""
         return f"{KIND_WORDS[self.kind]} {span}{' ' + self.unit if self.unit else ''}{extra}"
 
     def parse(self, value: Any, text: bool = False) -> Any:
@@ -316,7 +334,8 @@ class Dimension:
         if self.kind in ("choice", "str_list"):
             self._check_names(value)
             return
-        if self.kind == "bool" or value == "auto":
+        if self.kind == "bool" or value == "auto" or (self.kind == "limit" and
+                                                        value == math.inf):
             return
         too_low = self.lo is not None and value < self.lo
         if too_low or (self.hi is not None and value > self.hi):
@@ -422,6 +441,50 @@ DIMENSIONS: tuple[Dimension, ...] = (
       "receivers delay ACKs (false: route quickack on every host)", default=True),
     D("loss_probe", "bool", "", "host",
       "senders send tail loss probes (false: tcp_early_retrans = 0)", default=True),
+    # the end hosts (a host profile: [hosts.NAME] or a preset of HOST_PROFILES): what one
+    # GPU host's NFS client, its storage NIC and the storage server move at most. Data
+    # rates are the file data a connection or server moves (what fio reports); NIC rates
+    # are line rates, of which the frames' payload share carries data (docs/hosts.md)
+    D("host", "choice", "", "host_profile", "host profile ([hosts.NAME] or a preset)",
+      default="gpu-server", source="a current GPU server: see host_* and conn_* below"),
+    D("host_gpus", "int", "", "host_profile",
+      "GPU workers per host (they share its NIC and its NFS connections)", 1, 1024,
+      default=8, section="hosts", field="gpus",
+      source="DGX H100: 8 GPUs a system (NVIDIA DGX BasePOD reference architecture)"),
+    D("host_nic_read_mbit", "limit", "Mbit/s", "host_profile",
+      "storage NIC line rate into a host (reads)", 1, 1_600_000, default=400_000.0,
+      section="hosts", field="nic_read_mbit", source="DGX H100: two ConnectX-7 ports "
+      "for storage at 200 GbE (NVIDIA HGX AI factory RA, NetApp AIPod); the cards take up "
+      "to 400 Gb/s a port"),
+    D("host_nic_write_mbit", "limit", "Mbit/s", "host_profile",
+      "storage NIC line rate out of a host (writes)", 1, 1_600_000, default=400_000.0,
+      section="hosts", field="nic_write_mbit", source="as host_nic_read_mbit (a NIC is "
+      "symmetric; cloud VMs meter egress only: azure-* presets)"),
+    D("conn_read_mbit", "limit", "Mbit/s", "host_profile",
+      "file data one NFS TCP connection reads at most", 1, 1_600_000, default=12_500.0,
+      section="hosts", source="VAST: 8 TCP connections per 100 Gbit/s; Azure NetApp Files "
+      "D32s_v4: ~3,500 MiB/s with nconnect = 2.3 x one (12.8 Gbit/s); disagree: ANF "
+      "E104id_v5 ~1,000 MiB/s (8.4), Pure 10 Gbit/s (docs/hosts.md)"),
+    D("conn_write_mbit", "limit", "Mbit/s", "host_profile",
+      "file data one NFS TCP connection writes at most", 1, 1_600_000, default=13_800.0,
+      section="hosts", source="Azure NetApp Files E104id_v5: 6,600 MiB/s with nconnect = "
+      "~4 x one (1,650 MiB/s); D32s_v4: ~1,500 MiB/s, its egress cap (docs/hosts.md)"),
+    D("rdma_conn_read_mbit", "limit", "Mbit/s", "host_profile",
+      "file data one NFS/RDMA connection reads at most", 1, 1_600_000, default=50_000.0,
+      section="hosts", source="VAST: 2 RDMA connections per 100 Gbit/s (vs 8 over TCP); "
+      "no published single-QP measurement (docs/hosts.md)"),
+    D("rdma_conn_write_mbit", "limit", "Mbit/s", "host_profile",
+      "file data one NFS/RDMA connection writes at most", 1, 1_600_000, default=50_000.0,
+      section="hosts", source="as rdma_conn_read_mbit"),
+    D("server_conn_mbit", "limit", "Mbit/s", "host_profile",
+      "file data the server moves over one connection at most", 1, 1_600_000,
+      default=math.inf, section="hosts", source="none by default: the published "
+      "per-connection figures measure a client and a server together (conn_*); Pure "
+      "FlashBlade: 10 Gbit/s per connection to one blade"),
+    D("server_total_mbit", "limit", "Mbit/s", "host_profile",
+      "file data the storage server moves at most, to all workers", 1, 1_600_000,
+      default=200_000.0, section="hosts", source="NetApp AFF A900 (the PoC's array "
+      "class): up to 300 GB/s from 12 HA pairs, 25 GB/s a pair (NetApp AIPod sizing)"),
     # the loader and the emulated accelerator
     D("workload", "choice", "", "preset", "workload preset", registry="presets",
       default=NO_PRESET, section="workload", key="preset"),
@@ -471,6 +534,39 @@ DIMENSIONS: tuple[Dimension, ...] = (
       default=4, section="staging", key="parallel"),
 )
 ROWS: dict[str, Dimension] = {d.name: d for d in DIMENSIONS}
+HOST_KNOBS: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.section == "hosts")
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    """A named host profile (the `host` knob's presets): what it is, its values of the
+    host knobs (the rest keep their defaults, which are gpu-server's) and their source."""
+
+    name: str
+    what: str
+    values: dict[str, Any]
+    source: str = ""
+
+
+NO_HOST_LIMITS = {k: math.inf for k in HOST_KNOBS if ROWS[k].kind == "limit"}
+HOST_PROFILES: dict[str, HostProfile] = {p.name: p for p in (
+    HostProfile("gpu-server", "a current 8-GPU server (DGX H100 class) reading an "
+                "all-flash NFS server over 2 x 200 GbE storage ports", {},
+                "every host knob's default (testbed knobs)"),
+    HostProfile("ideal", "no host limits: end hosts with CPU to spare (the testbed before "
+                "host profiles)", dict(NO_HOST_LIMITS)),
+    HostProfile("azure-nd-h100-v5", "Azure ND H100 v5 VM: 8 GPUs, 80,000 Mbit/s egress, "
+                "ingress not metered", {"host_gpus": 8, "host_nic_read_mbit": math.inf,
+                                        "host_nic_write_mbit": 80_000.0},
+                "Azure ND H100 v5 size table; Azure meters VM bandwidth on egress only"),
+    HostProfile("azure-d32s-v4", "Azure D32s_v4 VM (Azure NetApp Files' scale-up client): "
+                "16,000 Mbit/s egress, ingress not metered",
+                {"host_gpus": 1, "host_nic_read_mbit": math.inf,
+                 "host_nic_write_mbit": 16_000.0, "conn_read_mbit": 12_750.0},
+                "Dsv4 size table (ANF measured writes stop at ~1,500 MiB/s, 12.6 Gbit/s: "
+                "its egress); one connection ~1,520 MiB/s (3,500 / 2.3)"),
+)}
+DEFAULT_HOST = "gpu-server"
 
 # The experiment file's own settings: not knobs of a point, but checked the same way.
 FILE_SETTINGS: dict[str, Dimension] = {d.name: d for d in (

@@ -342,3 +342,107 @@ class MountSpec:
             # protocol over TCP too, like the NFS traffic.
             opts += ["nolock", "mountproto=tcp"]
         return ",".join(opts)
+
+
+HOST_ROWS = {**{schema.row(name).spec_field: name for name in schema.HOST_KNOBS},
+             "time_scale": "time_scale"}
+ETH_HEADER = 14  # what a qdisc counts of a frame besides its IP packet
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one worker's access link is given, in real time (dilated: rates / k), per
+    direction: htb's rate (the worker's share of its host's NIC and of the server) and
+    fq's per-flow maxrate (one NFS connection), both in Mbit/s on the wire (inf: none);
+    and fq's room, in packets per flow, for every byte TCP may have in flight."""
+
+    read_rate_mbit: float
+    read_flow_mbit: float
+    write_rate_mbit: float
+    write_flow_mbit: float
+    flow_limit_pkts: int
+
+    @property
+    def unlimited(self) -> bool:
+        """Whether nothing on this access link needs shaping (no qdisc at all)."""
+        return math.isinf(min(self.read_rate_mbit, self.read_flow_mbit,
+                              self.write_rate_mbit, self.write_flow_mbit))
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """The end hosts' limits a point assumes (a host profile, docs/hosts.md): one GPU
+    host's NFS client and storage NIC, and the storage server. Units in the names: data
+    rates (file data, what fio reports) for connections and the server, line rates for
+    the NIC; math.inf where nothing limits.
+
+        gpus                 GPU workers per host: they share its NIC and, mounting one
+                             server address, its NFS client's connections (nconnect)
+        nic_read/write_mbit  the host's storage NIC line rate in and out
+        conn_*_mbit          file data one NFS connection moves at most, by transport
+                             (TCP: conn_*, RDMA: rdma_conn_*) and direction
+        server_conn_mbit     the server's most per connection (both directions)
+        server_total_mbit    the server's most to every worker together
+        time_scale           time dilation k: the emulator's rates are these / k
+    """
+
+    gpus: int = schema.default("host_gpus")
+    nic_read_mbit: float = schema.default("host_nic_read_mbit")
+    nic_write_mbit: float = schema.default("host_nic_write_mbit")
+    conn_read_mbit: float = schema.default("conn_read_mbit")
+    conn_write_mbit: float = schema.default("conn_write_mbit")
+    rdma_conn_read_mbit: float = schema.default("rdma_conn_read_mbit")
+    rdma_conn_write_mbit: float = schema.default("rdma_conn_write_mbit")
+    server_conn_mbit: float = schema.default("server_conn_mbit")
+    server_total_mbit: float = schema.default("server_total_mbit")
+    time_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        validate(self, HOST_ROWS)
+        if self.time_scale == "auto":
+            raise SpecError("time_scale: a host needs a number (\"auto\" is resolved "
+                            "before a host is built)")
+
+    @classmethod
+    def from_profile(cls, name: str) -> HostSpec:
+        """A preset profile's spec (schema.HOST_PROFILES); SpecError for another name."""
+        if name not in schema.HOST_PROFILES:
+            raise SpecError(f"host profile {name!r}: known presets: "
+                            f"{', '.join(schema.HOST_PROFILES)}")
+        values = schema.HOST_PROFILES[name].values
+        return cls(**{schema.row(k).spec_field: v for k, v in values.items()})
+
+    def client_conn_mbit(self, transport: str, write: bool) -> float:
+        """The client's most over one connection of `transport` in one direction."""
+        if transport == "rdma":
+            return self.rdma_conn_write_mbit if write else self.rdma_conn_read_mbit
+        return self.conn_write_mbit if write else self.conn_read_mbit
+
+    def conn_mbit(self, transport: str, write: bool) -> float:
+        """The most one connection moves: the client's or the server's, the smaller."""
+        return min(self.client_conn_mbit(transport, write), self.server_conn_mbit)
+
+    def nic_mbit(self, write: bool) -> float:
+        """The host's NIC line rate in the direction the data goes."""
+        return self.nic_write_mbit if write else self.nic_read_mbit
+
+    def access(self, transport: str, on_host: int, on_server: int, payload: float,
+               line_mbit: float, buffer_bytes: int, mtu: int) -> Access:
+        """What a worker's access link is given (see Access): the worker's share of its
+        host's NIC (one of `on_host` workers) and of the server (one of `on_server`),
+        its connections' each at conn_mbit / on_host (its host's connections are shared
+        by the workers on it), data rates on the wire as payload (the frames' payload
+        share) carries them; a limit no lower than the worker's line (line_mbit, as
+        emulated) cannot bind and is left out; then every rate / k."""
+        def real(mbit: float) -> float:
+            return mbit / self.time_scale if mbit < line_mbit else math.inf
+
+        def rate(write: bool) -> float:
+            return real(min(self.nic_mbit(write) / on_host,
+                            self.server_total_mbit / on_server / payload))
+
+        def flow(write: bool) -> float:
+            return real(self.conn_mbit(transport, write) / on_host / payload)
+        mss = mtu - TCP_HEADER_OVERHEAD
+        return Access(rate(False), flow(False), rate(True), flow(True),
+                      math.ceil(buffer_bytes / mss) + QUEUED_WINDOWS)

@@ -12,7 +12,9 @@ describe        a Topo -> plain data (nodes, addresses, links with delay/rate/li
 Fibre links have names ("wan" in apn, "site_a"/"site_b" in two-sites), by which
 experiments address them (`fibre.site_b.distance_km`); fibres() lists them, set_fibre()
 and set_mtu() change a built (not yet running) topology, path_fibres() and site_of() tell
-which spans lie between the storage host and a worker.
+which spans lie between the storage host and a worker. GPU hosts: a site's workers in
+groups of a host profile's GPUs per host (host_sizes); a worker's access link (its one
+link, to its site's switch) carries its share of its host's NIC (access_link).
 
 Addressing: every topology is one layer-2 domain (Linux bridges for switches, no loops) in
 10.0.0.0/16; hosts are numbered in the order they are added unless given `ip=`.
@@ -310,3 +312,41 @@ def site_of(topo: Topo, worker: str) -> str:
     host ("local" when there is none)."""
     spans = path_fibres(topo, worker)
     return spans[-1][0] if spans else LOCAL_SITE
+
+
+def _natural(name: str) -> tuple[int, str]:
+    """A host name's place in natural order (w2 before w10)."""
+    return len(name), name
+
+
+def host_sizes(topo: Topo, gpus: int) -> dict[str, int]:
+    """Each worker's count of workers on its GPU host: a site's workers, in natural
+    order, fill hosts of `gpus` GPUs each (the last one takes what is left)."""
+    sites: dict[str, list[str]] = {}
+    paths = fibre_paths(topo)  # one walk for every worker (site_of walks per call)
+    for w in worker_hosts(topo):
+        spans = paths.get(w, [])
+        sites.setdefault(spans[-1][0] if spans else LOCAL_SITE, []).append(w)
+    out: dict[str, int] = {}
+    for workers in sites.values():
+        workers.sort(key=_natural)
+        for i in range(0, len(workers), gpus):
+            group = workers[i:i + gpus]
+            out.update({w: len(group) for w in group})
+    return out
+
+
+def access_link(topo: Topo, host: str) -> tuple[str, str, str]:
+    """A host's access link: (its interface, the node at the other end, that node's
+    interface), the first link of the host that is not a fibre span. SpecError when
+    the host has none (a storage host whose only link is a fibre)."""
+    for _, _, info in topo.links(sort=True, withInfo=True):
+        if info.get("fibre") is not None:
+            continue
+        for me, port, peer, peer_port in ((info["node1"], info["port1"], info["node2"],
+                                           info["port2"]),
+                                          (info["node2"], info["port2"], info["node1"],
+                                           info["port1"])):
+            if me == host:
+                return interface_name(me, port), peer, interface_name(peer, peer_port)
+    raise SpecError(f"host {host!r} has no access link (only fibre)")

@@ -51,7 +51,8 @@ TIER_SHORT = ("mount/host", "loader", "cache", "staged copy")
 MOVES: tuple[Move, ...] = (
     Move("read_ahead_kb", (1024, 4096, 16384, 65536, 262144), 0, ("latency",)),
     Move("tcp_buffer_mib", (16, 64, 256, 1024, 4096), 0, ("window",)),
-    Move("nconnect", (2, 4, 8, 16), 0, ("window", "slots", "loss", "latency")),
+    Move("nconnect", (2, 4, 8, 16), 0, ("window", "slots", "loss", "latency",
+                                          "host (connection)", "host (server)")),
     Move("rpc_slots", (256, 4096, 65_536), 0, ("slots",)),
     Move("rsize", (262144, 524288, 1048576), 0, ("latency",)),
     Move("readers", (8, 16, 32, 64, 128, 256), 1, ("latency",)),
@@ -72,6 +73,11 @@ LIFTS = {"fibre": "a faster line, more lines (fewer workers per line), or a copy
                   "connections (nconnect) or NFSv4.1+ (its transports keep unlimited slots)",
          "loss": "more connections (nconnect), a cleaner line, or a copy at the GPU site",
          "latency": "more read-ahead, readers or prefetch, or a copy at the GPU site",
+         "host (connection)": "more NFS connections: nconnect (at most 16 a server "
+                              "address), mounts of more server addresses, or NFS over RDMA",
+         "host (nic)": "a faster storage NIC, or fewer GPUs sharing one (docs/hosts.md)",
+         "host (server)": "a faster storage server, more connections where its limit is "
+                          "per connection, or a copy at the GPU site",
          "compute": "nothing: the accelerator is the limit",
          "emulator": "a lab kernel that keeps up (time dilation)"}
 MIN_GAIN = 1.01  # a rung must raise the predicted rate by 1 % to count
@@ -432,6 +438,7 @@ class Scenario:
     topology: str = "apn"
     files: int = 8
     repetitions: int = 3
+    host: str = default("host")  # the host profile assumed (docs/hosts.md)
 
 
 WINDOW = {"warmup_max_s": 3, "measure_s": 4, "measure_max_s": 20, "min_steps": 8,
@@ -462,7 +469,7 @@ def experiment_text(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
              f'{", ".join(f"{k}={format_value(v)}" for k, v in ch.items()) or "defaults"}"',
              f"repetitions = {s.repetitions}", "", "[fixed]", f"workers = {s.workers}",
              f'rate = "{s.rate}"', f"loss_pct = {s.loss_pct:g}", f'workload = "{s.workload}"',
-             'time_scale = "auto"', 'mount = "advised"',
+             'time_scale = "auto"', 'mount = "advised"', f'host = "{s.host}"',
              *[f"{k} = {_toml_value(v)}" for k, v in other.items()], "", "[sweep]",
              f"distance_km = [0, {s.distance_km:g}]", "", "[mounts.advised]",
              *[f"{k} = {_toml_value(v)}" for k, v in {**START, **mount}.items()], "",

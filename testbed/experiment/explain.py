@@ -43,8 +43,8 @@ OVERSHOOT_PCT = 5.0
 SHORTFALL = 0.85
 COLUMNS = ("model_MB_s", "model_au_pct", "limited_by", "bound_compute_MB_s",
            "bound_fibre_MB_s", "bound_window_MB_s", "bound_slots_MB_s", "bound_loss_MB_s",
-           "bound_latency_MB_s", "emulator_limited", "emulator_reason", "qdisc_drops",
-           "fibre_MB_s", "tcp_rmem_max")
+           "bound_latency_MB_s", "bound_host_MB_s", "emulator_limited", "emulator_reason",
+           "qdisc_drops", "fibre_MB_s", "tcp_rmem_max")
 
 
 @dataclass(frozen=True)
@@ -123,10 +123,22 @@ def share_Bps(topo: topology.SiteTopo, point: Point, worker: str) -> float:
     return min(point.fibre(n).rate_mbit * 1e6 / 8 / crossing[n] for n, _ in spans)
 
 
+def host_share(topo: topology.SiteTopo, point: Point, worker: str,
+               write: bool = False) -> model.HostShare:
+    """Where a worker sits among the point's end hosts (model.host): its transport and
+    connections, the workers on its GPU host and on the server, its line's payload."""
+    m = point.mount
+    return model.HostShare(m.transport, write, m.nconnect,
+                           topology.host_sizes(topo, point.host.gpus).get(worker, 1),
+                           len(topology.worker_hosts(topo)),
+                           model.payload_share(int(point.value("mtu")), m.transport))
+
+
 def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_max: int,
            cc: str) -> tuple[model.Path, model.Reading, float]:
     """What the model needs of one worker of a point: its path (round trip, fair share,
-    loss, connections, TCP buffers), how its loader reads, and its demand (bytes/s)."""
+    loss, connections, TCP buffers, its end hosts' terms), how its loader reads, and its
+    demand (bytes/s)."""
     specs = [point.fibre(n) for n, _ in topology.path_fibres(topo, worker)]
     keep = math.prod(1 - s.loss_pct / 100 for s in specs)
     wl, m = point.workload, point.mount
@@ -136,7 +148,8 @@ def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_
                       buffer_bytes=rmem_max, cc=cc, transport=m.transport,
                       window_share=model.window_share(platform.release()),
                       clock_scale=point.time_scale,
-                      rpc_slots=m.rpc_slots or model.KERNEL_RPC_SLOTS)  # v3 only (spec)
+                      rpc_slots=m.rpc_slots or model.KERNEL_RPC_SLOTS,  # v3 only (spec)
+                      host=model.host_terms(point.host, host_share(topo, point, worker)))
     sample = point.dataset.sample_bytes(wl.access)
     reading = model_reading(point, ra_kb)
     demand = wl.batch * sample / (wl.compute_ms / 1000.0) if wl.compute_ms > 0 else math.inf
@@ -155,7 +168,9 @@ def write_path(topo: topology.SiteTopo, point: Point, worker: str,
                            slots=SESSION_SLOTS if point.mount.vers != "3"
                            else path.connections * path.rpc_slots,
                            window_share=min(path.window_share, NFSD_WINDOW_SHARE),
-                           loss=path.loss, mtu=path.mtu, cc=path.cc)
+                           loss=path.loss, mtu=path.mtu, cc=path.cc,
+                           host=model.host_terms(point.host,
+                                                 host_share(topo, point, worker, True)))
 
 
 def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,

@@ -10,6 +10,8 @@ Layout of an experiment file (experiments/*.toml):
     [search]      knob = "distance_km", range = [0, 3000], target = "au_pct >= 90",
                   tolerance = 100        find where the target stops being met
     [mounts.NAME] mount knobs            a profile the `mount` knob names
+    [hosts.NAME]  host knobs             a host profile the `host` knob names (besides
+                                         the presets, schema.HOST_PROFILES)
     [dataset] [workload] [server] [cache] [staging]   plain values of their knobs
     [workload]    preset = "unet3d-h100", scale = 0.01  MLPerf Storage defaults
     [workload]    dlio = "unet3d_h100.yaml"   a DLIO workload config as it is
@@ -32,7 +34,8 @@ from typing import Any
 
 from testbed import userfiles
 from testbed.errors import SpecError, WorkloadError
-from testbed.schema import FILE_SETTINGS, FLOAT_TEXT_RE, Dimension, tolerance_row
+from testbed.schema import (FILE_SETTINGS, FLOAT_TEXT_RE, HOST_PROFILES, Dimension,
+                            tolerance_row)
 from testbed.experiment import dimensions as dims
 from testbed.experiment.dimensions import Key, did_you_mean, number, show
 from testbed.topology import fibres as topo_fibres
@@ -43,7 +46,7 @@ from testbed.workload.dlio_checkpoint import CheckpointJob
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z", re.ASCII)
 TOP_LEVEL = ("name", "topology", "repetitions", "au_bar", "description")
-TABLES = ("fixed", "sweep", "search", "mounts", "capture", *dims.SECTIONS)
+TABLES = ("fixed", "sweep", "search", "mounts", "hosts", "capture", *dims.SECTIONS)
 CAPTURE_KEYS = ("enabled", "seconds", "max_mib", "keep_pcap")
 MAX_SWEEP_VALUES = 1000
 MAX_FILE_BYTES = 256 << 10  # the largest shipped file is 1.5 KiB; 256 KiB parses in ~0.1 s
@@ -105,6 +108,7 @@ class RawPlan:
     fixed: dict[Key, Any] = field(default_factory=dict)
     sweep: dict[Key, list[Any]] = field(default_factory=dict)
     mounts: dict[str, dict[Key, Any]] = field(default_factory=dict)
+    hosts: dict[str, dict[Key, Any]] = field(default_factory=dict)
     search: SearchSpec | None = None
     capture: CaptureOption | None = None
     overrides: dict[str, str] = field(default_factory=dict)
@@ -220,17 +224,26 @@ def _key(text: Any, raw: RawPlan, where: Where) -> Key:
     return key
 
 
+def _profile_name(key: Key, value: Any, raw: RawPlan, where: Where,
+                  written: str | None) -> str:
+    """The `mount` or `host` knob's value: a profile of the file ([mounts.NAME],
+    [hosts.NAME]) or a built-in one (the kernel's defaults; the host presets)."""
+    table = "mounts" if key.dim.name == "mount" else "hosts"
+    builtin = ("default",) if table == "mounts" else tuple(HOST_PROFILES)
+    known = [*builtin, *(m for m in getattr(raw, table) if m not in builtin)]
+    if not isinstance(value, str) or value not in known:
+        hint = did_you_mean(value, known) if isinstance(value, str) else ""
+        raise where.error(written or key.text, value, f"no such profile{hint}: define "
+                          f"[{table}.{value if isinstance(value, str) else 'NAME'}]; "
+                          f"known: {', '.join(known)}")
+    return value
+
+
 def _value(key: Key, value: Any, raw: RawPlan, where: Where, text: bool = False,
            written: str | None = None) -> Any:
     """A knob's value checked where it was written (`written`: its key there)."""
-    if key.dim.name == "mount":
-        if not isinstance(value, str) or (value != "default" and value not in raw.mounts):
-            known = ["default", *(m for m in raw.mounts if m != "default")]
-            hint = did_you_mean(value, known) if isinstance(value, str) else ""
-            raise where.error(written or key.text, value, f"no such profile{hint}: define "
-                              f"[mounts.{value if isinstance(value, str) else 'NAME'}]; "
-                              f"known: {', '.join(known)}")
-        return value
+    if key.dim.name in ("mount", "host"):
+        return _profile_name(key, value, raw, where, written)
     return _checked(key.dim, value, where, written or key.text, text)
 
 
@@ -348,22 +361,25 @@ def _one_workload(raw: RawPlan, where: Where) -> None:
                                          f"{other} names a workload too: keep one of them")
 
 
-def _mounts(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
-    """[mounts.NAME] profiles: each a table of mount knobs."""
-    table = _table(cfg, "mounts", where)
-    known = dims.in_section("mounts")
-    for name, profile in table.items():
-        w = where.at(f"mounts.{name}")
+def _profiles(cfg: dict[str, Any], raw: RawPlan, where: Where, table: str) -> None:
+    """[mounts.NAME] or [hosts.NAME] profiles: each a table of mount (host) knobs; a
+    host profile may not take a preset's name."""
+    what = "mount" if table == "mounts" else "host"
+    known = dims.in_section(table)
+    for name, profile in _table(cfg, table, where).items():
+        w = where.at(f"{table}.{name}")
         if not isinstance(profile, dict):
-            raise where.at("mounts").error(name, profile, f"must be a table ([mounts.{name}])")
+            raise where.at(table).error(name, profile, f"must be a table ([{table}.{name}])")
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise w.plain("profile names: letters, digits, _ . -")
-        raw.mounts[name] = {}
+        if table == "hosts" and name in HOST_PROFILES:
+            raise w.plain(f"{name!r} is a preset host profile: give yours another name")
+        values = getattr(raw, table)[name] = {}
         for k, v in profile.items():
             if k not in known:
-                raise w.error(k, v, "not a mount knob" + did_you_mean(k, tuple(known))
+                raise w.error(k, v, f"not a {what} knob" + did_you_mean(k, tuple(known))
                               + f"; known: {', '.join(known)}")
-            raw.mounts[name][Key(known[k])] = _value(Key(known[k]), v, raw, w, written=k)
+            values[Key(known[k])] = _value(Key(known[k]), v, raw, w, written=k)
 
 
 def _fixed(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
@@ -492,7 +508,8 @@ def parse(path: str | Path, overrides: dict[str, str] | None = None,
     name, topo, reps, bar, desc = _top_level(cfg, where)
     links = tuple(topo_fibres(build_topology(topo, {})))
     raw = RawPlan(p, name, topo, links, reps, bar, desc)
-    _mounts(cfg, raw, where)
+    _profiles(cfg, raw, where, "mounts")
+    _profiles(cfg, raw, where, "hosts")
     _sections(cfg, raw, where)
     _fixed(cfg, raw, where)
     _sweep(cfg, raw, where)

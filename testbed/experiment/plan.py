@@ -8,7 +8,8 @@ created in the kernel: a bad value in the last point of a sweep fails at load ti
 
 Values come in layers, later ones winning: the specs' defaults and the topology's own
 fibres; an MLPerf preset; the plain tables ([dataset], [workload], ...); the point's mount
-profile (for mount knobs not set explicitly); [fixed] and -p; the point's sweep values.
+profile and host profile (for their knobs not set explicitly); [fixed] and -p; the
+point's sweep values.
 A fibre knob written for every link (`distance_km`) yields to one written for a named
 link (`fibre.site_b.distance_km`).
 
@@ -34,7 +35,8 @@ from testbed.experiment.dimensions import Key
 from testbed.experiment.parse import CaptureOption, RawPlan, SearchSpec, parse
 from testbed.model import sim
 from testbed.model.sim import Reading
-from testbed.spec import FibreSpec, MountSpec, NfsServerSpec
+from testbed.schema import HOST_PROFILES
+from testbed.spec import FibreSpec, HostSpec, MountSpec, NfsServerSpec
 from testbed.topology import SiteTopo
 from testbed.topology import build as build_topology
 from testbed.topology import fibres as topo_fibres
@@ -72,6 +74,7 @@ class Point:
     dataset: DatasetSpec
     baseline_ident: tuple[tuple[Key, Any], ...]
     assignment: tuple[tuple[Key, Any], ...] = ()
+    host: HostSpec = HostSpec()
 
     @property
     def id(self) -> str:
@@ -327,11 +330,23 @@ class Resolver:
         values = dict(self.defaults)
         self._apply(values, self._preset_layer(assignment))
         self._apply(values, self.raw.sections)
-        profile = self.raw.mounts.get(assignment.get(Key(dims.BY_NAME["mount"]),
-                                                     values[Key(dims.BY_NAME["mount"])]), {})
-        self._apply(values, {k: v for k, v in profile.items() if k not in assignment})
+        for profile in (self.raw.mounts.get(self._named(assignment, values, "mount"), {}),
+                        self.host_profile(self._named(assignment, values, "host"))):
+            self._apply(values, {k: v for k, v in profile.items() if k not in assignment})
         self._apply(values, assignment)
         return values
+
+    @staticmethod
+    def _named(assignment: dict[Key, Any], values: dict[Key, Any], knob: str) -> Any:
+        """The profile a knob (`mount`, `host`) names: the assignment's, else as set."""
+        key = Key(dims.BY_NAME[knob])
+        return assignment.get(key, values[key])
+
+    def host_profile(self, name: str) -> dict[Key, Any]:
+        """A host profile's knob values: the file's [hosts.NAME], else a preset's."""
+        if name in self.raw.hosts:
+            return self.raw.hosts[name]
+        return {Key(dims.BY_NAME[k]): v for k, v in HOST_PROFILES[name].values.items()}
 
     def point(self, assignment: dict[Key, Any], id_keys: Iterable[Key]) -> Point:
         """A validated point; SpecError naming the point and the problem."""
@@ -362,7 +377,7 @@ class Resolver:
                base_ident: tuple[tuple[Key, Any], ...], auto: float) -> Point:
         """The point's specs from every knob's value (time_scale "auto" at `auto`)."""
         by = lambda target: {k.dim.spec_field: v for k, v in values.items()  # noqa: E731
-                             if k.dim.target == target and k.dim.name != "mount"}
+                             if k.dim.target == target and k.dim.name not in ("mount", "host")}
         mtu = int(values[Key(dims.BY_NAME["mtu"])])
         k = values[Key(dims.BY_NAME["time_scale"])]
         scale = auto if k == "auto" else float(k)  # "auto": decided when the run starts
@@ -378,7 +393,7 @@ class Resolver:
             fibres=fibres, mount=MountSpec(**by("mount"), fsc=DATA_PATHS[dp].fsc),
             workload=WorkloadSpec(**loader, au_bar=self.au_bar),
             server=NfsServerSpec(**by("server")), dataset=DatasetSpec(**by("dataset")),
-            baseline_ident=base_ident)
+            baseline_ident=base_ident, host=HostSpec(**by("host_profile"), time_scale=scale))
 
 
 @dataclass(frozen=True)

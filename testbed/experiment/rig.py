@@ -4,7 +4,8 @@ shares (named apart from the topology's storage and GPU sites, which a rig conta
 The points of a plan that agree on every knob that cannot change live (topology and
 workers, MTU, nfsd, the dataset) share one: the network built with the first point's
 fibres, the training set generated on the storage host and the kernel nfsd serving it.
-Each point then sets its own fibres live (Rig.apply). A Rig is a context manager: its
+Each point then sets its own fibres and its host profile's access links live
+(Rig.apply). A Rig is a context manager: its
 exit tears all of it down, in reverse (the Network's own stack).
 """
 
@@ -12,14 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from testbed import labkernel, procfs, topology
+from testbed import labkernel, model, procfs, topology
 from testbed.experiment.plan import Point
-from testbed.network import tcp_memory
+from testbed.network import access, tcp_memory
 from testbed.network.engine import Network
 from testbed.network.tc import Readback
 from testbed.services.nfs import NfsServer
@@ -145,8 +147,20 @@ class Rig:
         self.net.tcp.set_delayed_ack(point.delayed_ack)
         self.net.tcp.set_loss_probe(point.loss_probe)
         self.net.tcp.set_congestion(point.congestion)
+        self._shape_hosts(point)
         if point.mount.transport == "rdma":
             self._enable_rdma()
+
+    def _shape_hosts(self, point: Point) -> None:
+        """Every worker's access link shaped as the point's host profile allows
+        (network.access; nothing where no limit can bind below the worker's line)."""
+        mtu = int(point.value("mtu"))
+        lines = {w: min((point.fibre(n).rate_mbit for n, _ in
+                         topology.path_fibres(self.topo, w)), default=math.inf)
+                 for w in self.workers}
+        access.shape_hosts(self.net, point.host, point.mount.transport,
+                           model.payload_share(mtu, point.mount.transport), lines,
+                           self.net.tcp.buffer_bytes, mtu)
 
     def _enable_rdma(self) -> None:
         """Soft-RoCE on the storage host and every worker, nfsd listening on RDMA: once per

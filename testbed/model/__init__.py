@@ -1,13 +1,17 @@
-"""What should limit a point: bounds (compute, fibre, window, slots, loss, latency) and the
-prediction (bounds), Linux's read-ahead (readahead), the readers' event simulation
-(sim) and TCP's response to loss (tcp). Pure functions, no I/O."""
+"""What should limit a point: bounds (compute, fibre, window, slots, loss, latency, host)
+and the prediction (bounds), the end hosts' terms (host), Linux's read-ahead
+(readahead), the readers' event simulation (sim) and TCP's response to loss (tcp). Pure
+functions, no I/O."""
 
 from testbed.model.bounds import (KERNEL_RPC_SLOTS, LABELS, SKB_WINDOW_SHARE, Bounds, Path,
-                                  fibre_Bps, loss_Bps, predict, slots_Bps, window_Bps,
-                                  window_share)
+                                  fibre_Bps, loss_Bps, payload_share, predict, slots_Bps,
+                                  window_Bps, window_share)
+from testbed.model.host import HOST_LABELS, HostShare, host_terms
 from testbed.model.sim import Reading
 from testbed.model.write import WRITE_LABELS, WriteBound, WritePath, write_bound
 
 __all__ = ["KERNEL_RPC_SLOTS", "LABELS", "SKB_WINDOW_SHARE", "Bounds", "Path", "Reading",
-           "fibre_Bps", "loss_Bps", "predict", "slots_Bps", "window_Bps", "window_share"]
+           "fibre_Bps", "loss_Bps", "payload_share", "predict", "slots_Bps", "window_Bps",
+           "window_share"]
+__all__ += ["HOST_LABELS", "HostShare", "host_terms"]
 __all__ += ["WRITE_LABELS", "WriteBound", "WritePath", "write_bound"]

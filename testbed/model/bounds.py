@@ -23,6 +23,10 @@ Per worker, every bound is a read rate (bytes/s):
            simulation (model.sim) of `readers` readers, each opening a file (one round
            trip) and reading it in read_kib requests through Linux's on-demand read-ahead
            (model.readahead), all replies sharing the path's rate first come first served
+           (the fibre's share, or the end hosts' where lower)
+  host     what the end hosts let the worker move (model.host): its NFS connections,
+           its host's NIC, the server; limited_by names the one that binds:
+           "host (connection)", "host (nic)" or "host (server)"
 
 The prediction is the smallest bound (compute included); its name is limited_by. A
 measurement far below the prediction with the machine busy is the emulator's, which the
@@ -35,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 
 import testbed.model.tcp as tcp
+from testbed.model.host import HOST_LABELS, binding
 from testbed.model.sim import Reading, Setting, read_rate_Bps
 
 PAGE = 4096
@@ -43,7 +48,7 @@ RXE_UNACKED = 128                            # soft-RoCE's packets in flight per
 ROCE_MTUS = (4096, 2048, 1024, 512, 256)     # InfiniBand MTUs a RoCE path can take
 RXE_MAX_HDR = 80                             # rxe's RXE_MAX_HDR_LENGTH: the MTU's headroom
 ROCE_HEADERS = 20 + 8 + 12 + 4 + 4           # IPv4, UDP, BTH, AETH, ICRC of a read reply
-LABELS = ("compute", "fibre", "window", "slots", "loss", "latency", "emulator")
+LABELS = ("compute", "fibre", "window", "slots", "loss", "latency", *HOST_LABELS, "emulator")
 KERNEL_RPC_SLOTS = 65_536  # sunrpc's tcp_max_slot_table_entries (RPC_MAX_SLOT_TABLE_LIMIT)
 
 
@@ -63,6 +68,7 @@ class Path:
     window_share: float = 0.5
     clock_scale: float = 1.0  # time dilation k: CUBIC's curve runs on the real clock
     rpc_slots: int = KERNEL_RPC_SLOTS  # requests in flight per TCP connection (NFSv3)
+    host: dict[str, float] = field(default_factory=dict)  # model.host's terms (bytes/s)
 
     @property
     def mss(self) -> int:
@@ -109,11 +115,18 @@ class Bounds:
     loss: float
     latency: float
     slots: float = math.inf
+    host_terms: dict[str, float] = field(default_factory=dict)  # model.host's, by label
     values: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.values = {"compute": self.compute, "fibre": self.fibre, "window": self.window,
-                       "slots": self.slots, "loss": self.loss, "latency": self.latency}
+                       "slots": self.slots, "loss": self.loss, "latency": self.latency,
+                       "host": self.host}
+
+    @property
+    def host(self) -> float:
+        """The end hosts' bound: the smallest host term (inf: no host limit)."""
+        return binding(self.host_terms)[1]
 
     @property
     def predicted(self) -> float:
@@ -123,14 +136,17 @@ class Bounds:
     @property
     def limited_by(self) -> str:
         """The binding bound. compute when the demand is met (within 2 %); the latency
-        simulation includes the fibre's serialisation, so a latency bound within 5 % of
-        the fibre's is the fibre's."""
+        simulation includes the serialisation at the fibre's rate (or the hosts'), so a
+        latency bound within 5 % of the fibre's (or the hosts') is theirs; the hosts'
+        bound is named by its term (host (connection), host (nic), host (server))."""
         if self.compute <= 1.02 * min(v for k, v in self.values.items() if k != "compute"):
             return "compute"
         name = min((k for k in self.values if k != "compute"), key=self.values.__getitem__)
+        if name == "latency" and self.host <= 1.05 * self.latency:
+            name = "host"
         if name == "latency" and self.fibre <= 1.05 * self.latency:
             return "fibre"
-        return name
+        return binding(self.host_terms)[0] if name == "host" else name
 
     def au_pct(self) -> float:
         """The AU the model expects: demand met, or the share of it the reads allow."""
@@ -167,17 +183,26 @@ def slots_Bps(path: Path, rsize: int) -> float:
     return path.connections * path.rpc_slots * rsize / path.rtt_s
 
 
+def payload_share(mtu: int, transport: str = "tcp") -> float:
+    """The share of a frame on a line of this MTU that carries payload (TCP's MSS, or
+    RoCE's path MTU, over the frame with its Ethernet header)."""
+    path = Path(0.0, 1.0, mtu=mtu, transport=transport)
+    frame = path.mtu if path.transport == "tcp" else path.mss + ROCE_HEADERS
+    return path.mss / (frame + ETH_HEADER)
+
+
 def fibre_Bps(path: Path) -> float:
     """The fair share of the line rate that carries payload."""
-    frame = path.mtu if path.transport == "tcp" else path.mss + ROCE_HEADERS
-    return path.share_Bps * path.mss / (frame + ETH_HEADER)
+    return path.share_Bps * payload_share(path.mtu, path.transport)
 
 
 def predict(path: Path, reading: Reading, demand_Bps: float, local: bool = False) -> Bounds:
     """Every bound of a worker reading over `path` (local: the data path reads on the GPU
-    site, so only the demand bounds it)."""
+    site, so only the demand bounds it). The readers' replies cross the fibre's share or
+    the end hosts' rate (on the wire), whichever is lower."""
     if local:
         return Bounds(demand_Bps, math.inf, math.inf, math.inf, math.inf)
-    latency = read_rate_Bps(Setting(path.rtt_s, path.share_Bps, reading))
+    hosts = binding(path.host)[1] / payload_share(path.mtu, path.transport)
+    latency = read_rate_Bps(Setting(path.rtt_s, min(path.share_Bps, hosts), reading))
     return Bounds(demand_Bps, fibre_Bps(path), window_Bps(path), loss_Bps(path), latency,
-                  slots_Bps(path, reading.rsize))
+                  slots_Bps(path, reading.rsize), dict(path.host))

@@ -33,6 +33,10 @@ The streaming rate is the smallest of five rates (bytes/s), each a term:
   loss     the TCP response to random loss per connection x nconnect, as the read
            path's (bounds.loss_Bps: Mathis for reno, RFC 8312 for cubic)
   server   nfsd's rate into its export (tmpfs in the lab: infinite unless measured)
+  host (connection), host (nic), host (server)
+           what the end hosts let the rank write (model.host, the write direction: the
+           client's most per connection x nconnect / the ranks sharing the host's
+           connections, its NIC's egress, the server's most); inf without a host profile
 
 In series with the streaming time (each its own term):
 
@@ -77,14 +81,15 @@ wire's part) alone too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import testbed.model.tcp as tcp
 from testbed.errors import SpecError
 from testbed.model.bounds import Path, loss_Bps
+from testbed.model.host import HOST_LABELS
 
-RATE_LABELS = ("fibre", "window", "slots", "loss", "server")
+RATE_LABELS = ("fibre", "window", "slots", "loss", "server", *HOST_LABELS)
 SERIAL_LABELS = ("client", "slow start", "round trips")
 WRITE_LABELS = (*RATE_LABELS, *SERIAL_LABELS)
 FOLDER_RTTS = 2  # per folder the rank creates: mkdir, ACCESS on it before the first create
@@ -134,11 +139,17 @@ class WritePath:
     mtu: int = 1500
     cc: str = "cubic"
     client_Bps: float = math.inf
+    host: dict[str, float] = field(default_factory=dict)  # model.host's write terms
 
     def __post_init__(self) -> None:
         _number("rtt_s", self.rtt_s, 0.0)
         for name in ("share_Bps", "server_Bps", "client_Bps"):
             _number(name, getattr(self, name), 0.0, low_ok=False, inf_ok=True)
+        for label, rate in self.host.items():
+            if label not in HOST_LABELS:
+                raise SpecError(f"write path: host term {label!r}; known: "
+                                f"{', '.join(HOST_LABELS)}")
+            _number(label, rate, 0.0, low_ok=False, inf_ok=True)
         if _number("window_share", self.window_share, 0.0, low_ok=False) > 1:
             raise SpecError(f"write path: window_share = {self.window_share!r}; must be <= 1")
         if _number("loss", self.loss, 0.0) >= 1:
@@ -177,7 +188,8 @@ def write_rates(path: WritePath) -> dict[str, float]:
     window = path.connections * path.buffer_bytes * path.window_share
     return {"fibre": path.share_Bps, "window": per_rtt(window),
             "slots": per_rtt(path.slots * path.wsize), "loss": loss,
-            "server": path.server_Bps}
+            "server": path.server_Bps,
+            **{label: path.host.get(label, math.inf) for label in HOST_LABELS}}
 
 
 def _burst_ramp(window: float, full: float, nbytes: int, rate_Bps: float,  # noqa: N803

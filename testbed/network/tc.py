@@ -55,18 +55,25 @@ def _netem_args(d: Direction) -> dict[str, Any]:
     return args if d.seed is None else {**args, "seed": d.seed}
 
 
+def htb_class_args(rate_mbit: float, mtu: int) -> dict[str, Any]:
+    """An htb class's rate = ceil and buckets (one tick of traffic, at least a GSO
+    super-packet) for a rate in Mbit/s."""
+    rate = f"{int(round(rate_mbit * 1e6))}bit"
+    burst = _burst_bytes(rate_mbit, mtu)
+    return {"rate": rate, "ceil": rate, "burst": burst, "cburst": burst, "mtu": mtu}
+
+
 def _htb_class_args(d: Direction) -> dict[str, Any]:
-    rate = f"{int(round(d.rate_mbit * 1e6))}bit"
-    burst = _burst_bytes(d.rate_mbit, d.mtu)
-    return {"rate": rate, "ceil": rate, "burst": burst, "cburst": burst, "mtu": d.mtu}
+    return htb_class_args(d.rate_mbit, d.mtu)
 
 
-def _call(what: str, ifname: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+def call(what: str, ifname: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs), a netlink tc request; KernelError naming what and where."""
     log.debug("tc %s on %s: %s %s", what, ifname, args, kwargs)
     try:
         return fn(*args, **kwargs)
     except NetlinkError as exc:
-        hint = " (is sch_netem/sch_htb available? run in the lab kernel: lab/run)" \
+        hint = " (is sch_netem/sch_htb/sch_fq available? run in the lab kernel: lab/run)" \
             if exc.code in (2, 22, 95) else ""
         raise KernelError(f"tc {what} on {ifname}: {exc.args[-1] if exc.args else exc}"
                           f"{hint}") from None
@@ -84,20 +91,20 @@ def clear(ipr: IPRoute, index: int, ifname: str) -> None:
 def apply(ipr: IPRoute, index: int, ifname: str, d: Direction) -> None:
     """Install the htb + netem tree for direction `d` on device `index`."""
     clear(ipr, index, ifname)
-    _call("add htb", ifname, ipr.tc, "add", "htb", index=index, handle=ROOT, default=1)
-    _call("add htb class", ifname, ipr.tc, "add-class", "htb", index=index, handle=CLASS,
-          parent=ROOT, **_htb_class_args(d))
-    _call("add netem", ifname, ipr.tc, "add", "netem", index=index, handle=NETEM,
-          parent=CLASS, **_netem_args(d))
+    call("add htb", ifname, ipr.tc, "add", "htb", index=index, handle=ROOT, default=1)
+    call("add htb class", ifname, ipr.tc, "add-class", "htb", index=index, handle=CLASS,
+         parent=ROOT, **_htb_class_args(d))
+    call("add netem", ifname, ipr.tc, "add", "netem", index=index, handle=NETEM,
+         parent=CLASS, **_netem_args(d))
 
 
 def change(ipr: IPRoute, index: int, ifname: str, d: Direction) -> None:
     """Reconfigure a running direction in place (no packets flushed), every parameter
     restated so nothing of the old configuration survives (zero delay/loss included)."""
-    _call("change htb class", ifname, ipr.tc, "change-class", "htb", index=index,
-          handle=CLASS, parent=ROOT, **_htb_class_args(d))
-    _call("change netem", ifname, ipr.tc, "change", "netem", index=index, handle=NETEM,
-          parent=CLASS, **_netem_args(d))
+    call("change htb class", ifname, ipr.tc, "change-class", "htb", index=index,
+         handle=CLASS, parent=ROOT, **_htb_class_args(d))
+    call("change netem", ifname, ipr.tc, "change", "netem", index=index, handle=NETEM,
+         parent=CLASS, **_netem_args(d))
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def _our_qdiscs(ipr: IPRoute, index: int, ifname: str) -> tuple[Any, Any]:
     return netem, htb_root
 
 
-def _htb_class(ipr: IPRoute, index: int, ifname: str) -> tuple[int, int]:
+def htb_class(ipr: IPRoute, index: int, ifname: str) -> tuple[int, int]:
     """(rate in bytes/s, packets sent) of our htb class; KernelError when it is missing."""
     rate_bytes = None
     skbs = 0
@@ -158,7 +165,7 @@ def _htb_class(ipr: IPRoute, index: int, ifname: str) -> tuple[int, int]:
     return rate_bytes, skbs
 
 
-def _stats(msg: Any) -> tuple[int, int, int, int, int]:
+def stats(msg: Any) -> tuple[int, int, int, int, int]:
     """(drops, queue length, packets, bytes, overlimits) of a qdisc's basic counters."""
     s = msg.get_attr("TCA_STATS") or {}  # struct tc_stats: its counter is "drop"
     return (int(s.get("drop", 0)), int(s.get("qlen", 0)), int(s.get("packets", 0)),
@@ -171,9 +178,9 @@ def read(ipr: IPRoute, index: int, ifname: str) -> Readback:
     Raises KernelError when the device does not carry our tree."""
     netem, htb_root = _our_qdiscs(ipr, index, ifname)
     opts = netem.get_attr("TCA_OPTIONS")
-    rate_bytes, skbs = _htb_class(ipr, index, ifname)
-    n_drops, n_qlen, _, _, _ = _stats(netem)
-    h_drops, _, h_sent, h_bytes, h_over = _stats(htb_root)
+    rate_bytes, skbs = htb_class(ipr, index, ifname)
+    n_drops, n_qlen, _, _, _ = stats(netem)
+    h_drops, _, h_sent, h_bytes, h_over = stats(htb_root)
     return Readback(
         delay_ms=_ticks_to_ms(opts["delay"]),
         jitter_ms=_ticks_to_ms(opts["jitter"]),

@@ -34,11 +34,13 @@ BAD_BY_KIND = {
     "choice": [5, "nope", True, "", [], "ｒａｗ"],
     "str_list": [5, [], [1], ["9"], [["3"]]],
     "auto": ["fast", -1, 0, 1e9, True, math.nan, "AUTO", "２", []],
+    "limit": ["fast", -1, 0, 1e9, True, "１gbit", math.nan, -math.inf, "None", "10 gbps", []],
 }
 BAD_TEXT = ["abc", "", "nan", "inf", "-inf", "1e999", "４", "١٢", "-1", "99999999999999999999",
             "1.5.2", "0x10", "1_000", " ", "true", "[1]"]
-TABLES = ("fixed", "sweep", "search", "mounts.fast", "dataset", "workload", "server",
-          "cache", "staging", "capture")
+TABLES = ("fixed", "sweep", "search", "mounts.fast", "hosts.fast", "dataset", "workload",
+          "server", "cache", "staging", "capture")
+PROFILES = {"mounts": "mount", "hosts": "host"}  # profile tables and the knob naming one
 
 
 def toml_value(v):
@@ -67,7 +69,7 @@ def out_of_range(d):
             out.append(int(d.lo) - 1 if d.kind == "int" else float(d.lo) - 1)
         if d.hi is not None:
             out.append(int(d.hi) + 1 if d.kind == "int" else float(d.hi) * 2 + 1)
-    if d.kind == "rate":
+    if d.kind in ("rate", "limit"):
         out.append(d.hi * 2)
     return out
 
@@ -81,17 +83,18 @@ def file_cases():
             if not isinstance(v, list):
                 cases.append((f"sweep-{d.name}-{v!r}",
                               f"[sweep]\n{d.name} = [{toml_value(v)}]\n"))
-            if d.section and d.section != "mounts":
+            if d.section and d.section not in PROFILES:
                 cases.append((f"{d.section}-{d.name}-{v!r}",
                               f"[{d.section}]\n{d.section_key} = {toml_value(v)}\n"))
-            if d.section == "mounts":
-                cases.append((f"profile-{d.name}-{v!r}", f"[fixed]\nmount = \"x\"\n"
-                              f"[mounts.x]\n{d.name} = {toml_value(v)}\n"))
+            if d.section in PROFILES:
+                cases.append((f"profile-{d.name}-{v!r}", f"[fixed]\n{PROFILES[d.section]} = "
+                              f"\"x\"\n[{d.section}.x]\n{d.name} = {toml_value(v)}\n"))
     for table in TABLES:
         cases.append((f"unknown-in-{table}", f"[{table}]\nbogus_key = 1\n"))
     for key in ("bogus", "topologyy", "repetition", "nme"):
         cases.append((f"unknown-top-{key}", f"{key} = 1\n"))
-    for table in ("fixed", "sweep", "search", "mounts", "dataset", "workload", "capture"):
+    for table in ("fixed", "sweep", "search", "mounts", "hosts", "dataset", "workload",
+                  "capture"):
         cases.append((f"table-type-{table}", f"{table} = 5\n"))
     cases += [
         ("empty-sweep", "[sweep]\ndistance_km = []\n"),

@@ -50,6 +50,7 @@ from testbed import cli
 from testbed.experiment import DLIO_FILE, kinds
 from testbed.experiment import dimensions as dims
 from testbed.paths import EXPERIMENTS, REPO
+from testbed.schema import HOST_PROFILES
 from testbed.topology import parse_params
 
 CI_DEADLINE = timedelta(seconds=10)
@@ -351,6 +352,8 @@ def valid_value(d: dims.Dimension, mounts: tuple[str, ...] = ()) -> st.SearchStr
     """Values a knob allows as TOML gives them (its range, its choices, rates as text)."""
     if d.name == "mount":
         return st.sampled_from(("default", *mounts))
+    if d.name == "host":
+        return st.sampled_from(tuple(HOST_PROFILES))
     by_kind: dict[str, st.SearchStrategy[Any]] = {
         "int": _int_values(d) if d.kind == "int" else st.nothing(),
         "float": _float_values(d) if d.kind == "float" else st.nothing(),
@@ -360,6 +363,8 @@ def valid_value(d: dims.Dimension, mounts: tuple[str, ...] = ()) -> st.SearchStr
         "choice": st.sampled_from(d.choices or ("x",)),
         "str_list": st.lists(st.sampled_from(d.choices or ("x",)), min_size=1, unique=True),
         "auto": st.one_of(st.just("auto"), _float_values(d)),
+        "limit": st.one_of(st.floats(1, 1_600_000), st.sampled_from(
+            ["none", "1mbit", "12.5gbit", "400gbit", "1.6tbit"])),
     }
     return by_kind[d.kind]
 

@@ -25,6 +25,11 @@ BINDS = {
                         window_share=1.0), [256 * MIB]),
     "loss": (WritePath(RTT, LINE, loss=0.01, cc="reno", buffer_bytes=64 * MIB), [64 * MIB]),
     "server": (WritePath(0.001, LINE, server_Bps=1e6), [64 * MIB]),
+    # the end hosts (model.host): a connection, a NIC, a server far below the line
+    "host (connection)": (WritePath(0.001, LINE, host={"host (connection)": 1e6}),
+                          [64 * MIB]),
+    "host (nic)": (WritePath(0.001, LINE, host={"host (nic)": 1e6}), [64 * MIB]),
+    "host (server)": (WritePath(0.001, LINE, host={"host (server)": 1e6}), [64 * MIB]),
     "client": (WritePath(0.001, LINE, client_Bps=10e6), [64 * MIB]),
     # 64 MiB at 100 GB/s: 13 rounds of slow start against 5 round trips
     "slow start": (WritePath(RTT, 100e9, buffer_bytes=1 << 30, window_share=1.0),
