@@ -4,6 +4,7 @@
     sudo LAB_MEM=4G .venv/bin/python benchmarks/poc_advise.py [--out DIR]
         [--workloads W,...] [--distances KM,...] [--gpus N,...] [--confirm-gpus N,...]
         [--rate R] [--slowdown-pct G] [--repetitions N] [--parallel N] [--model-only]
+        [--host PROFILE]
     .venv/bin/testbed report DIR --markdown                   # the table, at any time
 
 For each workload x distance x GPUs per site it runs `testbed advise` into
@@ -17,7 +18,8 @@ A cell whose advice.json already holds its answer is not run again: after a cras
 the same command to finish the grid. `testbed report DIR --markdown` prints the table of
 a folder as it is (testbed.experiment.advice_grid), which is how docs/ regenerate it.
 Defaults: unet3d, resnet50, cosmoflow (h100) and llm7b over 100 Gbit/s at 60, 1,000 and
-3,000 km, 1 and 8 GPUs per site, slowdown <= 1 %, 3 repetitions per confirmed point.
+3,000 km, 1 and 8 GPUs per site, slowdown <= 1 %, 3 repetitions per confirmed point,
+the default host profile (gpu-server; --host ideal: end hosts that never bind).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def run_cell(args: argparse.Namespace, workload: str, km: float, gpus: int,
     folder = args.out / cell_name(workload, km, gpus)
     cmd = ["advise", "--workload", workload, "--distance-km", f"{km:g}", "--rate", args.rate,
            "--workers", str(gpus), "--slowdown-pct", f"{args.slowdown_pct:g}",
-           "--out", str(folder)]
+           "--host", args.host, "--out", str(folder)]
     if confirm:
         cmd += ["--repetitions", str(args.repetitions), "--confirm", "2",
                 "--parallel", str(args.parallel)]
@@ -91,6 +93,9 @@ def main() -> int:
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--model-only", action="store_true", help="no cell is confirmed")
+    ap.add_argument("--host", default="gpu-server",
+                    help="the host profile every cell assumes (docs/hosts.md; ideal: the "
+                    "table before host profiles)")
     args = ap.parse_args()
     args.out = args.out.resolve()
     confirm_gpus = set() if args.model_only else set(_list(int, args.confirm_gpus))

@@ -9,7 +9,9 @@ import pytest
 from testbed import cli
 from testbed.errors import SpecError
 from testbed.experiment import advise as adv
+from testbed.experiment import explain
 from testbed.experiment import plan as plan_mod
+from testbed.model.host import CONNECTION as HOST_CONNECTION
 
 
 def plan_for(tmp_path, **kw):
@@ -153,3 +155,27 @@ def test_the_command_refuses_bad_input_in_one_line(capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "no advice ladder" in err and "Traceback" not in err
 
+
+def test_one_connection_cannot_feed_unet3d_on_the_default_host(tmp_path):
+    """The answer for ideal hosts (256 MiB buffers, 64 MiB read-ahead, one connection)
+    is held to one connection's 1.6 GB/s of the 3.2 GB/s it needs on a current server."""
+    plan = plan_for(tmp_path)
+    p = adv.Rater(plan, adv.Goal("slowdown_pct", 1)).point_of(
+        {"tcp_buffer_mib": 256, "read_ahead_kb": 65536})
+    topo = plan.resolver.topo(1)
+    b = explain.planned_bounds(topo, p, "w1")
+    assert b.limited_by == HOST_CONNECTION and b.predicted == pytest.approx(12_500 / 8 * 1e6)
+
+
+def test_advise_lifts_the_connection_limit_and_says_which_hosts(tmp_path, capsys):
+    goal = adv.Goal("slowdown_pct", 1)
+    ideal = adv.advise(plan_for(tmp_path, host="ideal"), goal).recommended
+    real = adv.advise(plan_for(tmp_path), goal).recommended
+    assert "nconnect" not in dict(ideal.changes)
+    assert dict(real.changes)["nconnect"] * 12_500 / 8 >= real.demand_MB_s
+    assert real.meets and real.tier == 0
+    assert 'host = "gpu-server"' in adv.experiment_text(adv.Scenario("unet3d-h100", 3000))
+    assert cli.main(["advise", "--workload", "unet3d-h100", "--distance-km", "3000",
+                     "--slowdown-pct", "1", "--model-only", "--host", "ideal"]) == 0
+    assert "host profile: ideal" in capsys.readouterr().out
+    assert "nconnect" in adv.LIFTS[HOST_CONNECTION] and "RDMA" in adv.LIFTS[HOST_CONNECTION]
