@@ -5,6 +5,7 @@ packet counts stay those of the full-speed scenario while the emulator gets k ti
 CPU per byte. Results are reported in emulated units (throughput x k, times / k).
 
 What scales (set by the testbed): the fibres' rates and delays (FibreSpec.time_scale), the
+end hosts' limits on the access links (HostSpec.time_scale, docs/hosts.md), the
 hosts' route rto_min (so RTOs, and the restart of slow start after an idle RTO, keep their
 ratio to the RTT), NFS timeo, the loader's compute and windows, its read timeout.
 What does not (fixed kernel timers): delayed ACKs (40 ms minimum ATO), TLP's 10 ms floor,

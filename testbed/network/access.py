@@ -46,6 +46,7 @@ fq.install()
 LEAF = "20:"
 ORPHAN_MASK = 2**24 - 1  # flow hash bits of forwarded packets (fq's default: 1023)
 U32_MAX = 2**32 - 1
+QUEUED_FLOWS = 17  # fq's room in all: nconnect's 16 connections' and one more flow's
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,6 @@ def _fq_args(s: Shape) -> dict[str, Any]:
     return {"maxrate": rate, "flow_limit": flow_limit,
             "limit": min(U32_MAX, QUEUED_FLOWS * flow_limit), "orphan_mask": ORPHAN_MASK}
 
-
-QUEUED_FLOWS = 17  # nconnect's 16 connections and one more (the mount's own)
 
 
 def apply(ipr: IPRoute, index: int, ifname: str, s: Shape) -> None:

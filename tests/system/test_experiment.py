@@ -161,6 +161,7 @@ name = "overload"
 workers = 1
 rate = "100gbit"
 distance_km = 0
+host = "ideal"
 [dataset]
 files = 16
 file_kib = 4096
@@ -178,7 +179,9 @@ min_steps = 4
 
 def test_a_point_the_emulator_cannot_carry_is_marked(real_kernel, tmp_path):
     """100 Gbit/s fibre and an accelerator asking for ~33 GB/s: the model's bound is the
-    fibre's ~12 GB/s, the lab kernel moves a few hundred MB/s with its CPU saturated. The
+    fibre's ~12 GB/s (end hosts that never bind: host = "ideal"; one connection of the
+    default profile would carry 1.6), the lab kernel moves a few hundred MB/s with its
+    CPU saturated. The
     row must say so (limited_by emulator), not pass it off as a fibre figure.
 
     On the virtual clock CPU work between two timer events takes almost no emulated time,
