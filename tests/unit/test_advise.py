@@ -8,9 +8,9 @@ import pytest
 
 from testbed import cli
 from testbed.errors import SpecError
-from testbed.experiment import advise as adv
-from testbed.experiment import explain
-from testbed.experiment import plan as plan_mod
+from testbed.experiment.advise import advise as adv
+from testbed.experiment.resolve import explain
+from testbed.experiment.plan import plan as plan_mod
 from testbed.model.host import CONNECTION as HOST_CONNECTION
 
 

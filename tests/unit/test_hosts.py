@@ -11,7 +11,7 @@ import pytest
 from testbed import model, schema, topology
 from testbed.cli import main
 from testbed.errors import SpecError
-from testbed.experiment import plan as plan_mod
+from testbed.experiment.plan import plan as plan_mod
 from testbed.model.host import CONNECTION, NIC, SERVER, HostShare, binding, host_terms
 from testbed.network import fq
 from testbed.spec import HostSpec
