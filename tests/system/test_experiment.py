@@ -11,8 +11,8 @@ import time
 import pandas as pd
 import pytest
 
+from emulation import verdict
 from testbed.experiment import run_file
-from testbed.experiment.explain import software_emulated
 
 pytestmark = pytest.mark.system
 
@@ -196,8 +196,9 @@ def test_a_point_the_emulator_cannot_carry_is_marked(real_kernel, tmp_path):
         return
     assert row.model_MB_s > 5000 and row.throughput_MB_s < 0.5 * row.model_MB_s
     assert row.limited_by == "emulator" and row.emulator_limited
-    assert any(r in row.emulator_reason for r in ("cpu", "shortfall", "tcg")), \
-        row.emulator_reason  # tcg: QEMU's software emulation (the Vagrant VM in CI)
+    # tcg only where the harness finds QEMU's software emulation (the Vagrant VM in CI)
+    reasons = ("cpu", "shortfall") + (("tcg",) if verdict().emulated else ())
+    assert any(r in row.emulator_reason for r in reasons), row.emulator_reason
     assert summary.limited_by == "emulator"
 
 
@@ -263,7 +264,7 @@ def test_workers_sharing_a_line_are_measured_over_one_window(real_kernel, tmp_pa
     # software emulation a worker may fall short and must then be marked so; what a marked
     # worker leaves of the line is its peer's to take: max-min fairness, CI 2026-12-06 read
     # 1.16 of the even share beside a marked peer)
-    marked = far.emulator_limited.astype(bool) & software_emulated()
+    marked = far.emulator_limited.astype(bool) & verdict().emulated
     fair = far[~marked]
     assert (fair.limited_by == "fibre").all(), far.limited_by.tolist()
     left = line - far[marked].throughput_MB_s.sum()
