@@ -834,6 +834,7 @@ MODEL_COUNTS = ("num_layers", "transformer.vocab_size", "transformer.hidden_size
                 "transformer.num_kv_heads", "parallelism.tensor", "parallelism.pipeline")
 DTYPES = ("int8", "uint8", "fp16", "bf16", "fp32", "fp64")  # DLIO's
 HUGE = 10**30
+YEAR_S = 365 * 86_400  # the longest interval between checkpoints a job may ask for
 COUNT_VALUES = st.one_of(st.sampled_from([0, -1, 1, 2, 3, 7, 8, 16, 32, 64, 126, 4095, 4097,
                                           10**5, 10**6, 10**9, HUGE, 2**63, 10**200, 10**400]),
                          st.integers(-2, 130), YAML_SCALARS)
@@ -964,7 +965,7 @@ def checkpoint_problem(doc: Any) -> str | None:
     if type(reads) is not int or not 0 <= reads <= writes:
         return f"num_checkpoints_read = {reads!r} (writes {writes})"
     interval = ck.get("time_between_checkpoints", 0)
-    if type(interval) not in (int, float) or not 0 <= interval < math.inf:
+    if type(interval) not in (int, float) or not 0 <= interval <= YEAR_S:
         return f"time_between_checkpoints = {interval!r}"
     if type(ck.get("fsync", False)) is not bool:
         return f"fsync = {ck['fsync']!r}"
