@@ -14,7 +14,7 @@
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
     testbed report DIR --markdown               a results folder's table as GitHub markdown
-    testbed docs [--check]                      regenerate (check) README/docs result tables
+    testbed docs [--check] [--tests]            regenerate (check) README/docs result tables
     testbed trace record [--root DIR] [--out FILE] [--timeout S] -- CMD...
                                                 record a job's file I/O (strace)
     testbed trace show FILE                     what a recorded trace holds
@@ -574,7 +574,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     """Rewrite (or --check) the generated result tables of README.md and docs/*.md."""
-    from testbed import docs
+    from testbed import docs, suite
+    if args.tests:
+        from testbed.paths import REPO
+        sys.stdout.write(suite.render(REPO))
+        return 0
     blocks = docs.update(check=args.check)
     stale = [f"{b.file}: {b.command}" for b in blocks if b.stale]
     for line in stale:
@@ -592,6 +596,8 @@ def _report_parsers(sub: Any) -> None:
     dp = sub.add_parser("docs", help="regenerate the generated result tables of README.md "
                         "and docs/*.md from their results folders")
     dp.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
+    dp.add_argument("--tests", action="store_true",
+                    help="print the suite's test counts (pytest --collect-only per folder)")
     dp.set_defaults(func=cmd_docs)
 
 
