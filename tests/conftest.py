@@ -43,15 +43,18 @@ def pytest_report_header(config):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The seed again after a Hypothesis test failed; the slowest hostile-input call if any ran."""
+    """The seed again when Hypothesis tests ran (so a -q run shows it too, and a failure's
+    log holds how to replay it); the slowest hostile-input call if any ran."""
     budget = sys.modules.get("cpu_budget")
     if budget is not None and budget.SLOWEST:
         cpu_s, what = budget.SLOWEST[0]
         terminalreporter.write_line(
             f"hostile input: {budget.CALLS[0]} call(s), the slowest {cpu_s:.3f} s of CPU "
             f"(budget {budget.BUDGET_S:g} s): testbed {what[:120]}")
-    failed = terminalreporter.stats.get("failed", [])
-    if any("hypothesis" in report.keywords for report in failed):
+    ran = {key: [r for r in terminalreporter.stats.get(key, []) if "hypothesis" in
+                 getattr(r, "keywords", {})] for key in ("passed", "failed")}
+    if ran["passed"] or ran["failed"]:
         seed = config.stash[SEED_KEY]
-        terminalreporter.write_line(f"hypothesis seed was {seed}: replay with "
-                                    f"{SEED_ENV}={seed} or --hypothesis-seed={seed}")
+        terminalreporter.write_line(
+            f"hypothesis seed {'was ' if ran['failed'] else ''}{seed}: replay with "
+            f"{SEED_ENV}={seed} or --hypothesis-seed={seed}")
