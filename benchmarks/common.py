@@ -3,7 +3,7 @@
 the venv may have installed), `testbed` run as a command, a results folder's summary,
 cold reads of files, and the order of alternated repetitions.
 
-Run a benchmark as `python benchmarks/NAME.py` (its folder is then on sys.path and
+Run a benchmark as `python -m benchmarks.NAME` (its folder is then on sys.path and
 `import common` finds this module).
 """
 
@@ -15,8 +15,6 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TypeVar
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed.paths import REPO, VENV_BIN  # noqa: E402
 

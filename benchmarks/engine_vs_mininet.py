@@ -1,6 +1,6 @@
 """Benchmark (run in the lab kernel): our engine vs Mininet, and fibre vs raw veth.
 
-    lab/run .venv/bin/python benchmarks/engine_vs_mininet.py [--workers 16] [--reps 3]
+    lab/run .venv/bin/python -m benchmarks.engine_vs_mininet [--workers 16] [--reps 3]
 
 Prints, side by side from one run:
   1. setup + teardown time of the N-worker `apn` topology: testbed's engine vs
@@ -22,7 +22,7 @@ import time
 
 from pyroute2 import IPRoute, netns
 
-import common  # noqa: F401  (this checkout's testbed first on sys.path)
+from benchmarks import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.network import path_metrics
 from testbed.network.engine import Network

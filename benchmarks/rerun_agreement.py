@@ -1,6 +1,6 @@
 """Benchmark (host side): do the demo's figures survive a rerun, and a slower machine?
 
-    sudo .venv/bin/python benchmarks/rerun_agreement.py [--quota 0.5] [--neighbour]
+    sudo .venv/bin/python -m benchmarks.rerun_agreement [--quota 0.5] [--neighbour]
         [--out DIR] [-p KNOB=VALUE ...]
 
 Runs `testbed demo` in the lab kernel three times: twice as it is, once with the lab
@@ -39,7 +39,7 @@ from typing import Iterator
 
 import pandas as pd
 
-import common
+from benchmarks import common
 from testbed.paths import LAB, REPO, RESULTS
 
 CG1 = Path("/sys/fs/cgroup/cpu")

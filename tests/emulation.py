@@ -1,7 +1,7 @@
 """Whether the kernel the tests run on is software-emulated (QEMU's TCG), decided by the
 test harness from the environment and never asked of the testbed: system tests skip
 or widen their tolerances on this answer, so it must not come from the code under test
-(`testbed.experiment.explain.software_emulated`, which marks points `tcg`); a test
+(`testbed.experiment.resolve.explain.software_emulated`, which marks points `tcg`); a test
 instead holds the testbed's answer to this one.
 
 Two witnesses, each a table of rules tried in order (the first that speaks decides):

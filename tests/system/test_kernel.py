@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import emulation
-from testbed.experiment import explain
+from testbed.experiment.resolve import explain
 from testbed.network import path_metrics
 
 

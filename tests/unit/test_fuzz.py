@@ -25,7 +25,7 @@ import yaml
 
 import cpu_budget
 from testbed import cli
-from testbed.experiment import dimensions as dims
+from testbed.experiment.plan import dimensions as dims
 from testbed.paths import REPO
 
 BAD_BY_KIND = {

@@ -11,7 +11,7 @@ import pytest
 
 from testbed import cli, docs, suite
 from testbed.errors import SpecError
-from testbed.experiment import markdown
+from testbed.experiment.report import markdown
 from testbed.paths import REPO
 
 SUMMARY = [
