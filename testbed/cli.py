@@ -197,6 +197,10 @@ class ProgressListener:
         if not self.console.is_terminal:
             au = [r["au_pct"] for r in rows if r["status"] == "ok"]
             what = f"AU {sum(au) / len(au):.1f} %" if au else f"FAILED: {rows[0]['reason']}"
+            if rows[0].get("emulator_limited") is True:
+                what += f", emulator ({rows[0].get('emulator_reason', '')})"
+            again = rows[0].get("remeasured") or 0
+            what += f", measured {again + 1} times" if again else ""
             print(f"[{self.count}] {run_id}: {what} ({seconds:.1f} s)", flush=True)
 
     def stop(self) -> None:

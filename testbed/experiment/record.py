@@ -32,10 +32,11 @@ METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
 STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
                 "samples", "measured")
 SEARCH_COLUMNS = ("setting", "knob", "target", "meets_up_to", "fails_from",
-                  "metric_at_meets", "metric_at_fails", "crossing", "uncertainty", "points",
-                  "note")
-CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel", "loss_seed",
-           "line_use_pct", "tcp_mem_pressures", *explain_mod.COLUMNS)
+                  "metric_at_meets", "metric_at_fails", "half_at_meets", "half_at_fails",
+                  "crossing", "uncertainty", "points", "runs", "undecided", "note")
+CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "host_steal_pct",
+           "read_ahead_kb_kernel", "loss_seed", "line_use_pct", "tcp_mem_pressures",
+           *explain_mod.COLUMNS, "remeasured", "remeasured_why")
 
 
 # A checkpoint point's own figures (experiment.measure_checkpoint), after METRICS.
@@ -81,20 +82,26 @@ def failed_rows(plan: Plan, point: Point, rep: int, reason: str,
     return rows
 
 
-def write_steps(out: Path, run_id: str, workers: list[str],
-                runs: list[workload.LoaderRun]) -> None:
-    """Append every step's raw timings to steps.csv (so any figure can be recomputed)."""
+def step_lines(run_id: str, workers: list[str],
+               runs: list[workload.LoaderRun]) -> list[tuple[Any, ...]]:
+    """Every loader step's raw timings as steps.csv lines (STEP_COLUMNS), so that any
+    figure can be recomputed."""
+    return [(run_id, worker, s.index, f"{s.start_s:.6f}", f"{s.wait_s:.6f}",
+             f"{s.compute_s:.6f}", s.bytes, s.samples, i in run.window)
+            for worker, run in zip(workers, runs) for i, s in enumerate(run.steps)]
+
+
+def write_steps(out: Path, lines: list[tuple[Any, ...]]) -> None:
+    """Append steps.csv lines (step_lines), the header first in a new file."""
+    if not lines:
+        return
     path = out / "steps.csv"
     new = not path.exists()
     with atomic.appending(path) as fh:
         w = csv.writer(fh)
         if new:
             w.writerow(STEP_COLUMNS)
-        for worker, run in zip(workers, runs):
-            window = run.window
-            w.writerows((run_id, worker, s.index, f"{s.start_s:.6f}", f"{s.wait_s:.6f}",
-                         f"{s.compute_s:.6f}", s.bytes, s.samples, i in window)
-                        for i, s in enumerate(run.steps))
+        w.writerows(lines)
 
 
 def open_store(plan: Plan, out: Path, resume: bool) -> results.ResultStore:

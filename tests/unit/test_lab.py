@@ -502,5 +502,33 @@ def test_host_meter_writes_what_the_guest_reads(tmp_path, monkeypatch):
     assert second[1] - first[1] >= 0.45, (first, second)  # the child's 0.5 s of CPU
     share = labkernel.host_share(first, second)
     assert share["host_cpu_pct"] > 0 and share["host_wait_pct"] >= 0
+    assert share["host_steal_pct"] >= 0 and second[3] >= first[3]
     monkeypatch.delenv(labkernel.HOST_METER_ENV)
     assert labkernel.host_sample() is None
+
+
+STAT = """cpu  {user} 0 500 {idle} 40 0 7 {steal} 0 0
+cpu0 {user} 0 250 {idle} 20 0 3 {steal} 0 0
+cpu1 0 0 250 0 20 0 4 0 0 0
+intr 1 2 3
+"""
+
+
+def test_steal_is_seconds_per_cpu_from_proc_stat(tmp_path):
+    """/proc/stat's 8th figure (steal, in USER_HZ ticks summed over the CPUs) over the
+    CPUs it sums: 2 CPUs with 4 s stolen between them is 2 s a CPU; unreadable is 0."""
+    from testbed import procfs
+    stat = tmp_path / "stat"
+    stat.write_text(STAT.format(user=100, idle=900, steal=4 * procfs.USER_HZ))
+    assert procfs.steal_s(stat) == 2.0
+    stat.write_text("cpu  1 2 3\n")
+    assert procfs.steal_s(stat) == 0.0
+    assert procfs.steal_s(tmp_path / "absent") == 0.0
+
+
+def test_host_share_names_the_stolen_share_of_wall_time():
+    """Two meter samples 10 s apart with 1.5 s stolen from each CPU: 15 % steal, beside
+    the kernel's own CPU and wait shares."""
+    from testbed import labkernel
+    share = labkernel.host_share((100.0, 5.0, 1.0, 20.0), (110.0, 9.0, 2.0, 21.5))
+    assert share == {"host_cpu_pct": 40.0, "host_wait_pct": 10.0, "host_steal_pct": 15.0}
