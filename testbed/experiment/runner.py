@@ -155,10 +155,14 @@ QUIET_SKIP_S = 300.0
 
 
 def machine_taken(window_s: float = QUIET_WINDOW_S) -> list[str]:
-    """The ways the machine takes CPU from this kernel now (marks.taken over the next
-    window_s of the host meter); empty: it is quiet."""
+    """The ways the machine takes CPU from this kernel now (marks.taken over window_s of
+    the host meter) while this kernel asks for a CPU the whole time (a busy loop: an idle
+    kernel waits for nothing and its machine steals little, whatever the host's load);
+    empty: it is quiet."""
     before = labkernel.meter_sample()
-    time.sleep(window_s)
+    end = time.monotonic() + window_s
+    while time.monotonic() < end:
+        pass
     return marks.taken(labkernel.host_share(before, labkernel.meter_sample()))
 
 
@@ -243,10 +247,14 @@ class Runner:
         while True:
             measured = self._attempt(point, rep)
             why = marks.remeasure(measured.rows, probe)
-            if not why or len(set_aside) == MAX_REMEASURE or not self._quiet(point, rep):
+            if not why or len(set_aside) == MAX_REMEASURE:
                 break
-            set_aside.append(marks.aside(measured.rows, why))
-            log.warning("run %s: %s; measuring it again", point.run_id(rep), set_aside[-1])
+            text = marks.aside(measured.rows, why)
+            log.warning("run %s: %s; set aside, to be measured again once the machine gives "
+                        "the CPU back", point.run_id(rep), text)
+            if not self._quiet(point, rep):
+                break
+            set_aside.append(text)
         for row in measured.rows:
             row.update(remeasured=len(set_aside), remeasured_why="; ".join(set_aside))
         return measured
@@ -268,6 +276,7 @@ class Runner:
         """Measure one repetition of a point (see _kept; probe: a search's probe), append
         its steps and rows; its rows."""
         run_id = point.run_id(rep)
+        log.info("run %s", run_id)
         self.listener.started(run_id)
         t0 = time.monotonic()
         measured = self._kept(point, rep, probe)
