@@ -57,8 +57,8 @@ from pathlib import Path
 import pandas as pd
 
 import common
-from testbed.experiment import plan as plan_mod
-from testbed.experiment import report
+from testbed.experiment.plan import plan as plan_mod
+from testbed.experiment.report import report
 from testbed.paths import RESULTS
 from testbed.workload import presets
 

@@ -15,7 +15,7 @@ answer elsewhere) and prints one markdown table over the cells' advice.json file
 
 A cell whose advice.json already holds its answer is not run again: after a crash, run
 the same command to finish the grid. `testbed report DIR --markdown` prints the table of
-a folder as it is (testbed.experiment.advice_grid), which is how docs/ regenerate it.
+a folder as it is (testbed.experiment.advise.advice_grid), which is how docs/ regenerate it.
 Defaults: unet3d, resnet50, cosmoflow (h100) and llm7b over 100 Gbit/s at 60, 1,000 and
 3,000 km, 1 and 8 GPUs per site, slowdown <= 1 %, 3 repetitions per confirmed point.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 import common
 
-from testbed.experiment import advice_grid  # noqa: E402
+from testbed.experiment.advise import advice_grid  # noqa: E402
 
 RECORD = "advice.json"
 

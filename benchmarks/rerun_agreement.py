@@ -15,7 +15,7 @@ each search setting's crossing per run, then a closing line
         steal_max=<the most steal over any point of any run, %>
 
 --spread prints the rerun spread by kind of point over the plain runs, the figures of
-testbed/experiment/reruns.py's RERUN_SD.
+testbed/experiment/record/reruns.py's RERUN_SD.
 
 --neighbour adds a fourth run beside a busy neighbour: another lab kernel (on the host's
 clock) spinning on its CPU for the whole run, as a second user's job would. LAB_CLOCK is
@@ -25,7 +25,7 @@ Goal: au_points <= 2, i.e. a figure either does not depend on the machine or say
 -p passes knobs to every demo (`testbed demo -p`), to try a variant of the demo with
 the same comparison; the closing line is the demo's as it is only without them.
 Each run's line also says what the machine took from its lab kernel (lab/run's meter):
-its wait for a host CPU and the hypervisor's steal (past testbed.experiment.marks'
+its wait for a host CPU and the hypervisor's steal (past testbed.experiment.record.marks'
 HOST_WAIT_PCT / STEAL_PCT a point is marked "host" / "steal"), and how many
 measurements were set aside for it.
 """

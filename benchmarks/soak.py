@@ -5,7 +5,7 @@ times in one kernel leave anything behind, or slow down?
     lab/run .venv/bin/python benchmarks/soak.py --short    # 20 points, ~1 min: a smoke run
 
 Each point is its own rig, up -> measure -> down, built from the same pieces the runner
-uses (testbed.experiment.rig.Rig, measure.measure): namespaces, veths, a bridge, netem
+uses (testbed.experiment.measure.rig.Rig, measure.measure): namespaces, veths, a bridge, netem
 fibre (10 km), the dataset on the storage host's tmpfs, kernel nfsd with mountd and
 nfsdcld; then the worker's NFS mount and the loader for a 0.5 s window; then the mount,
 nfsd and namespaces torn down. Consecutive points never share a rig: each point is a Rig
@@ -64,11 +64,11 @@ from typing import Callable
 
 import common  # noqa: F401  (this checkout's testbed package first on sys.path)
 from testbed.errors import TestbedError
-from testbed.experiment import measure as measure_mod
-from testbed.experiment import plan as plan_mod
-from testbed.experiment.datapaths import drop_caches
-from testbed.experiment.plan import Plan, Point
-from testbed.experiment.rig import Rig
+from testbed.experiment.measure import measure as measure_mod
+from testbed.experiment.plan import plan as plan_mod
+from testbed.experiment.plan.datapaths import drop_caches
+from testbed.experiment.plan.plan import Plan, Point
+from testbed.experiment.measure.rig import Rig
 from testbed.network.state import STATE_DIR
 
 EXPERIMENT = """

@@ -1,5 +1,5 @@
 """Benchmark (host side): how many AU points does a lab kernel lose per % of CPU its machine
-takes from it? The figure behind testbed.experiment.marks.STEAL_PCT.
+takes from it? The figure behind testbed.experiment.record.marks.STEAL_PCT.
 
     sudo .venv/bin/python benchmarks/steal_sensitivity.py [--levels 0,1,2,5,10]
         [--period-ms 100] [--distances 1500,3000] [--mounts default,tuned] [--out DIR]

@@ -132,7 +132,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_knobs(args: argparse.Namespace) -> int:
     """Print every knob an experiment can fix, sweep or search (the dimension table)."""
-    from testbed.experiment.dimensions import DIMENSIONS
+    from testbed.experiment.plan.dimensions import DIMENSIONS
     table = Table("knob", "unit", "values", "table", "changes", "baseline", "what",
                   box=None)
     for d in DIMENSIONS:
@@ -211,7 +211,10 @@ class ProgressListener:
 def _run_experiment(path: Path, args: argparse.Namespace) -> int:
     """Load an experiment; --check: the plan resolved at a typical lab kernel, as a table
     and an estimate; else measure it (here, or in lab kernels from the host) and report."""
-    from testbed.experiment import estimate, plan as plan_mod, resolve, run_plan
+    from testbed.experiment import run_plan
+    from testbed.experiment.run import estimate
+    from testbed.experiment.plan import plan as plan_mod
+    from testbed.experiment.resolve import resolve
     plan = plan_mod.load(path, _params(args.param))
     if args.check:
         table, lines = estimate.describe(resolve.nominal(plan))
@@ -251,7 +254,7 @@ def _run_distributed(plan: Any, outdir: Path, args: argparse.Namespace,
                      listener: ProgressListener) -> Any:
     """Measure the plan in lab kernels started from here (--parallel) or on Dask
     workers (--scheduler); print how the runs were spread."""
-    from testbed.experiment import distribute, pools
+    from testbed.experiment.run import distribute, pools
     if args.scheduler is not None:
         pools.check_address(args.scheduler)
     opts = distribute.Options(parallel=args.parallel or "auto", scheduler=args.scheduler,
@@ -267,7 +270,7 @@ def _run_distributed(plan: Any, outdir: Path, args: argparse.Namespace,
 def _report(plan: Any, outdir: Path, outcome: Any) -> int:
     """Build and print the report of a results folder; the exit status (EXIT_FAILED
     when a point failed)."""
-    from testbed.experiment import report
+    from testbed.experiment.report import report
     rep = report.build(outdir, plan)
     out.print(rep.table)
     for line in rep.lines:
@@ -302,8 +305,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
     """The model's cheapest settings that meet the goal, then (unless --model-only) the
     best confirmed in emulation."""
     import time
-    from testbed import advice
-    from testbed.experiment import advise as adv
+    from testbed.experiment.advise import confirm as advice
+    from testbed.experiment.advise import advise as adv
     from testbed.experiment import run_plan
     t0 = time.perf_counter()
     s, goal = advice.scenario(args), advice.goal(args)
@@ -511,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _advise_parser(sub: Any) -> None:
-    from testbed.experiment import advise as adv
+    from testbed.experiment.advise import advise as adv
     from testbed.workload.presets import PRESETS
     ad = sub.add_parser("advise", help="which settings keep a workload within a goal at a "
                         "distance: the model's cheapest, confirmed in emulation")
@@ -571,7 +574,7 @@ def _analyse_parser(sub: Any) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print a results folder's per-point table and search lines as GitHub markdown."""
-    from testbed.experiment import markdown
+    from testbed.experiment.report import markdown
     sys.stdout.write(markdown.render(Path(args.dir)))
     return 0
 

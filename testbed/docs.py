@@ -23,7 +23,7 @@ from pathlib import Path
 
 from testbed import atomic
 from testbed.errors import SpecError
-from testbed.experiment import markdown
+from testbed.experiment.report import markdown
 from testbed.paths import REPO
 
 BLOCK = re.compile(r"(?P<open><!-- generated: (?P<command>[^\n]*?) -->\n)"

@@ -17,7 +17,7 @@ results.csv -> a report. One flow, a module per step:
               distribute  the same from the host, over lab kernels here or on Dask workers
               jobs        a job (some runs, or a search setting) and its wire spec
               job_host    a job's host side: a lab kernel started, its events followed
-              job_kernel  a job's lab-kernel side (python -m testbed.experiment.job_kernel)
+              job_kernel  a job's lab-kernel side (python -m testbed.experiment.run.job_kernel)
               pools       lab kernels on this host, or Dask workers
               ledger      what the distributing host keeps account of (Limit, Ledger)
   measure     rig         one running testbed: network, nfsd and dataset, for points that
@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING
 from testbed.paths import EXPERIMENTS, REPO
 
 if TYPE_CHECKING:
-    from testbed.experiment.plan import Plan
-    from testbed.experiment.runner import Listener, Outcome
+    from testbed.experiment.plan.plan import Plan
+    from testbed.experiment.run.runner import Listener, Outcome
 
 __all__ = ["DEMO_FILE", "DLIO_FILE", "REPO", "run_file", "run_plan"]
 
@@ -60,7 +60,8 @@ def run_plan(plan: Plan, out: str | Path, resume: bool = False,
     fail before anything is built), the plan resolved (time_scale "auto": this kernel
     calibrated, or meta.json's calibration on resume), then run. (The plan as run, what
     the run did.)"""
-    from testbed.experiment import dilation, resolve, runner
+    from testbed.experiment.resolve import dilation, resolve
+    from testbed.experiment.run import runner
     store = runner.open_results(plan, Path(out), resume)
     plan, _ = resolve.auto_scale(plan, Path(out), resume, dilation.calibrate)
     return plan, runner.run(plan, store, resume=resume, listener=listener)
@@ -71,7 +72,8 @@ def run_file(path: str | Path, out: str | Path, resume: bool = False,
     """Load, run and report an experiment file into `out` (for scripts and tests);
     returns `out`. Raises PointFailed naming the failed runs, after the report."""
     from testbed.errors import PointFailed
-    from testbed.experiment import plan as plan_mod, report
+    from testbed.experiment.plan import plan as plan_mod
+    from testbed.experiment.report import report
     plan, outcome = run_plan(plan_mod.load(path, overrides), out, resume)
     report.build(Path(out), plan)
     if outcome.failed:

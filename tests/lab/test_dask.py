@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from lab_processes import processes_mentioning
-from testbed.experiment import job_host
+from testbed.experiment.run import job_host
 from testbed.labkernel import REPO, UML
 
 SWEEP = """

@@ -4,7 +4,7 @@ covers a killed Dask worker, whose kernel dies with it).
 
 The kernel (the linux.uml process lab/run started for the job, found by PID below the
 `testbed run` we started) is killed while it measures the sweep's second point, and
-again while it measures that point once more: by design (testbed.experiment.ledger) a
+again while it measures that point once more: by design (testbed.experiment.run.ledger) a
 run whose kernel died is measured again, and recorded as failed the second time. The
 run must end with one error line and no traceback, the point the kernels never got to
 must still be measured, `--resume` must measure the failed point, every point must
@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from lab_processes import processes_mentioning
-from testbed.experiment import job_host
+from testbed.experiment.run import job_host
 from testbed.labkernel import REPO, UML
 
 SWEEP = """

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed import topology
-from testbed.experiment.explain import software_emulated
+from testbed.experiment.resolve.explain import software_emulated
 from testbed.network.engine import Network
 
 pytestmark = pytest.mark.system

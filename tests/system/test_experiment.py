@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from testbed.experiment import run_file
-from testbed.experiment.explain import software_emulated
+from testbed.experiment.resolve.explain import software_emulated
 
 pytestmark = pytest.mark.system
 

@@ -6,7 +6,7 @@ phase, as test_crash.py waits for it), nfsd is stopped in the storage namespace 
 a dying server goes: `rpc.nfsd 0` run there (threads to 0, listeners closed). SIGKILL
 does not stop nfsd threads on the lab kernel (7.2.7: they ignore it and keep serving),
 so that is not the way. The mounts are hard (the default) and would retry for ever;
-the testbed's watch (testbed.experiment.measure) must notice, fail the point with a
+the testbed's watch (testbed.experiment.measure.measure) must notice, fail the point with a
 reason naming the server, tear it down, measure the next point on a fresh testbed,
 and exit as failed points exit (1)."""
 
@@ -21,7 +21,7 @@ import pytest
 
 from runs import STATE, comm_pids, registry_of
 from testbed import launch
-from testbed.experiment.measure import SERVER_CHECK_S
+from testbed.experiment.measure.measure import SERVER_CHECK_S
 from testbed.workload.loader import READ_TIMEOUT_S
 
 pytestmark = [pytest.mark.system, pytest.mark.runner]

@@ -3,10 +3,11 @@ record advise writes, read back into one row per cell with its verdict."""
 
 import json
 
-from testbed import advice, cli
-from testbed.experiment import advice_grid
-from testbed.experiment import advise as adv
-from testbed.experiment import plan as plan_mod
+from testbed import cli
+from testbed.experiment.advise import confirm as advice
+from testbed.experiment.advise import advice_grid
+from testbed.experiment.advise import advise as adv
+from testbed.experiment.plan import plan as plan_mod
 
 
 def answer(tmp_path, name, **kw):

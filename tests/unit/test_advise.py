@@ -8,8 +8,8 @@ import pytest
 
 from testbed import cli
 from testbed.errors import SpecError
-from testbed.experiment import advise as adv
-from testbed.experiment import plan as plan_mod
+from testbed.experiment.advise import advise as adv
+from testbed.experiment.plan import plan as plan_mod
 
 
 def plan_for(tmp_path, **kw):

@@ -50,7 +50,7 @@ HELP = [[], ["topo"], ["topo", "list"], ["topo", "show"], ["up"], ["clean"], ["r
 
 
 def test_knobs_lists_the_dimension_table(capsys):
-    from testbed.experiment.dimensions import DIMENSIONS
+    from testbed.experiment.plan.dimensions import DIMENSIONS
     assert main(["knobs"]) == 0
     text = capsys.readouterr().out
     assert all(d.name in text for d in DIMENSIONS)

@@ -11,11 +11,12 @@ import pytest
 
 from testbed import labkernel
 from testbed.errors import SpecError
-from testbed.experiment import distribute, job_host, job_kernel, jobs, sink
-from testbed.experiment import record
-from testbed.experiment import plan as plan_mod
-from testbed.experiment import marks
-from testbed.experiment.ledger import Ledger, Limit
+from testbed.experiment.run import distribute, job_host, job_kernel, jobs
+from testbed.experiment.record import sink
+from testbed.experiment.record import record
+from testbed.experiment.plan import plan as plan_mod
+from testbed.experiment.record import marks
+from testbed.experiment.run.ledger import Ledger, Limit
 from testbed.results import ResultStore
 
 SWEEP = """
@@ -418,7 +419,7 @@ def test_job_folders_made_at_once_never_sweep_each_other(tmp_path, monkeypatch):
 
 def test_report_lists_points_in_plan_order_whatever_order_they_arrived(tmp_path):
     import pandas as pd
-    from testbed.experiment import report
+    from testbed.experiment.report import report
     plan = make_plan(tmp_path)
     ids = [p.id for p in plan.points]
     df = pd.DataFrame({"point_id": [ids[2], "distance_km=1234", ids[0], ids[3], ids[1]]})
@@ -464,7 +465,7 @@ def test_a_plan_without_auto_is_not_calibrated(tmp_path):
 
 
 def test_the_guest_calibrates_or_applies_the_hosts_capacity(tmp_path, monkeypatch):
-    from testbed.experiment import dilation
+    from testbed.experiment.resolve import dilation
     plan = make_plan(tmp_path, AUTO)
     monkeypatch.setattr(dilation, "calibrate", lambda: 77.0)
     spec = jobs.spec(jobs.Job("cal", calibrate=True), plan, {})
@@ -474,7 +475,7 @@ def test_the_guest_calibrates_or_applies_the_hosts_capacity(tmp_path, monkeypatc
 
 
 def test_a_resumed_run_keeps_its_calibration(tmp_path):
-    from testbed.experiment import resolve
+    from testbed.experiment.resolve import resolve
     out = tmp_path / "out"
     out.mkdir()
     assert resolve.previous_capacity(out) is None
@@ -489,7 +490,8 @@ def test_a_resumed_run_keeps_its_calibration(tmp_path):
 def test_a_plan_is_resolved_before_it_runs(tmp_path):
     """time_scale "auto" is decided before a run starts: a runner refuses a plan that
     leaves it open, and meta.json records the capacity and every point's k."""
-    from testbed.experiment import estimate, resolve, runner
+    from testbed.experiment.run import estimate, runner
+    from testbed.experiment.resolve import resolve
     plan = make_plan(tmp_path, AUTO)
     store = ResultStore(tmp_path / "out", record.columns(plan))
     with pytest.raises(ValueError, match="resolve"):

@@ -10,7 +10,7 @@ import pytest
 
 from testbed import cli
 from testbed.errors import SpecError
-from testbed.experiment import plan as plan_mod
+from testbed.experiment.plan import plan as plan_mod
 from testbed.workload import dlio, presets
 from testbed.workload.dlio_checkpoint import CheckpointJob
 

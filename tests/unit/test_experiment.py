@@ -8,7 +8,9 @@ import pytest
 
 from testbed import results, workload
 from testbed.errors import SpecError
-from testbed.experiment import REPO, plan as plan_mod, summary
+from testbed.experiment import REPO
+from testbed.experiment.plan import plan as plan_mod
+from testbed.experiment.record import summary
 
 
 def write(tmp_path, text):
@@ -203,7 +205,7 @@ def test_server_table(tmp_path):
 
 
 def test_congestion_is_a_knob_and_check_names_dilated_cubic_under_loss(tmp_path):
-    from testbed.experiment import estimate
+    from testbed.experiment.run import estimate
     plan = load(tmp_path, "[fixed]\ndistance_km = 3000\nloss_pct = 0.1\ntime_scale = 5\n"
                           "[sweep]\ncongestion = [\"cubic\", \"reno\"]\n")
     far = [p for p in plan.points if not p.is_baseline]
@@ -224,7 +226,7 @@ def test_timer_knob_is_on_by_default_and_check_names_it_when_dilated(tmp_path, k
                                                                      note, bad):
     """delayed_ack and loss_probe: host knobs, on (Linux's default) unless set; --check
     notes the dilated lossy points that keep them on; a value not a bool is refused."""
-    from testbed.experiment import estimate
+    from testbed.experiment.run import estimate
     plan = load(tmp_path, f"[sweep]\n{knob} = [true, false]\n")
     assert [getattr(p, knob) for p in plan.points if not p.is_baseline] == [True, False]
     assert getattr(load(tmp_path, "[fixed]\nworkers = 1\n").points[0], knob) is True
@@ -241,7 +243,7 @@ def test_timer_knob_is_on_by_default_and_check_names_it_when_dilated(tmp_path, k
 def test_loss_seed_is_shared_by_the_settings_a_run_compares(tmp_path):
     """netem's seed depends on the seed knob, the repetition and the fibre only: points
     at other time scales, mounts or distances meet the same losses; reps fresh ones."""
-    from testbed.experiment.rig import loss_seed
+    from testbed.experiment.measure.rig import loss_seed
     plan = load(tmp_path, "repetitions = 2\n[fixed]\nloss_pct = 0.1\n[sweep]\n"
                           "distance_km = [1000, 3000]\ntime_scale = [1, 10]\n"
                           "[mounts.default]\n[mounts.tuned]\nnconnect = 4\n")
@@ -264,7 +266,7 @@ def test_bad_values_say_what_is_allowed_once(tmp_path):
 def test_a_cache_counts_in_the_memory_a_point_needs(tmp_path):
     """The cache's image lives in the run's folder (RAM) and fills with each worker's
     copy up to its size: check_memory must count it, or the point fails mid-read."""
-    from testbed.experiment.runner import memory_need_bytes
+    from testbed.experiment.run.runner import memory_need_bytes
     base = ("[fixed]\nworkers = 2\ndistance_km = 60\n[dataset]\nfiles = 8\nfile_kib = 65536\n")
     direct = memory_need_bytes(load(tmp_path, base))
     cached = memory_need_bytes(load(tmp_path, base.replace(

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from testbed import cli
-from testbed.experiment import dimensions as dims
+from testbed.experiment.plan import dimensions as dims
 from testbed.paths import REPO
 
 BAD_BY_KIND = {

@@ -47,8 +47,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from testbed import cli
-from testbed.experiment import DLIO_FILE, kinds
-from testbed.experiment import dimensions as dims
+from testbed.experiment import DLIO_FILE
+from testbed.experiment.plan import kinds
+from testbed.experiment.plan import dimensions as dims
 from testbed.paths import EXPERIMENTS, REPO
 from testbed.topology import parse_params
 
@@ -1256,7 +1257,8 @@ def test_captures(sandbox: Sandbox, content: bytes, flags: list[list[str]]) -> N
 def _memory_need(exp: Path, overrides: dict[str, str], budget_s: float) -> tuple[Any, float]:
     """runner.memory_need_bytes of the plan `testbed run EXP --check` accepted (what
     the run checks first, before building anything), and the CPU seconds it took."""
-    from testbed.experiment import plan as plan_mod, runner
+    from testbed.experiment.plan import plan as plan_mod
+    from testbed.experiment.run import runner
     kinds.load_trace.cache_clear()  # by path: the sandbox reuses its names
     gc.disable()
     cpu0 = time.process_time()

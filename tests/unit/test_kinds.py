@@ -11,10 +11,15 @@ import pytest
 
 from testbed import topology
 from testbed.errors import PointFailed, SpecError
-from testbed.experiment import (estimate, explain, job_kernel, jobs, kinds,
-                                measure_checkpoint, record)
-from testbed.experiment import resolve, runner, summary
-from testbed.experiment import plan as plan_mod
+from testbed.experiment.run import estimate, job_kernel, jobs
+from testbed.experiment.resolve import explain
+from testbed.experiment.plan import kinds
+from testbed.experiment.measure import measure_checkpoint
+from testbed.experiment.record import record
+from testbed.experiment.resolve import resolve
+from testbed.experiment.run import runner
+from testbed.experiment.record import summary
+from testbed.experiment.plan import plan as plan_mod
 from testbed.workload import checkpoint as ck
 from testbed.workload import presets
 

@@ -21,7 +21,7 @@ LAYERS = {
     "testbed.services": 4, "testbed.packets": 4,
     "testbed.workload": 5, "testbed.results": 5, "testbed.plots": 5,
     "testbed.experiment": 6,
-    "testbed.clean": 7, "testbed.cli": 7, "testbed.advice": 7, "testbed.docs": 7,
+    "testbed.clean": 7, "testbed.cli": 7, "testbed.experiment.advise.confirm": 7, "testbed.docs": 7,
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from testbed import cli, docs
 from testbed.errors import SpecError
-from testbed.experiment import markdown
+from testbed.experiment.report import markdown
 from testbed.paths import REPO
 
 SUMMARY = [

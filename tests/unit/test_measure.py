@@ -14,9 +14,9 @@ def test_rtt_stats():
 
 
 def test_repetitions_read_in_their_own_order_paired_with_their_baseline(tmp_path):
-    from testbed.experiment import advise as adv
-    from testbed.experiment import plan as plan_mod
-    from testbed.experiment.measure import shuffle_seed
+    from testbed.experiment.advise import advise as adv
+    from testbed.experiment.plan import plan as plan_mod
+    from testbed.experiment.measure.measure import shuffle_seed
     s = adv.Scenario("unet3d-h100", 3000)
     f = tmp_path / "a.toml"
     f.write_text(adv.experiment_text(s))

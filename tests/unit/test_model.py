@@ -96,7 +96,7 @@ def test_bounds_in_their_units():
 def test_emulator_rules_mark_a_shortfall_on_software_emulation_only():
     """A point 15 % short of its bound with an idle-looking CPU is the machine's only on
     QEMU TCG (the `tcg` rule); on a direct kernel it stands as measured."""
-    from testbed.experiment.explain import Evidence, emulator_reasons
+    from testbed.experiment.resolve.explain import Evidence, emulator_reasons
     short = dict(cpu_busy_pct=53.0, overshoot_pct=0.5, drops=0, expected_drops=0.0,
                  measured_MB_s=41.4, model_MB_s=71.1)
     assert emulator_reasons(Evidence(**short)) == []
@@ -108,7 +108,7 @@ def test_emulator_rules_mark_a_shortfall_on_software_emulation_only():
 def test_dilated_lossy_cubic_is_marked_on_the_clock_rule():
     """CUBIC over a lossy path at k > 1 recovers on the undilated clock: its figure is the
     emulator's (`clock`); Reno, k = 1 or no loss are not marked."""
-    from testbed.experiment.explain import Evidence, cubic_clock, emulator_reasons
+    from testbed.experiment.resolve.explain import Evidence, cubic_clock, emulator_reasons
     row = {"congestion": "cubic", "time_scale_k": 10.0, "path_loss_pct": 0.1}
     assert cubic_clock(row)
     for change in ({"congestion": "reno"}, {"time_scale_k": 1.0}, {"path_loss_pct": 0.0}):

@@ -10,7 +10,7 @@ import testbed
 from testbed.paths import REPO
 from testbed import schema
 from testbed.errors import SpecError
-from testbed.experiment import dimensions as dims
+from testbed.experiment.plan import dimensions as dims
 from testbed.spec import FibreSpec, MountSpec, NfsServerSpec
 from testbed.workload import DatasetSpec, WorkloadSpec
 

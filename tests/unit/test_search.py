@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from testbed.experiment import marks, record, reruns
-from testbed.experiment import plan as plan_mod
-from testbed.experiment import runner as runner_mod
-from testbed.experiment import search as search_mod
-from testbed.experiment.measure import Measured
+from testbed.experiment.record import marks, record, reruns
+from testbed.experiment.plan import plan as plan_mod
+from testbed.experiment.run import runner as runner_mod
+from testbed.experiment.run import search as search_mod
+from testbed.experiment.measure.measure import Measured
 from testbed.results import ResultStore
 
 DEMO = """name = "s"
@@ -169,7 +169,7 @@ def quiet(monkeypatch):
 def run_once(tmp_path, script, probe=False):
     plan = plan_mod.load(tmp_path / "s.toml") if (tmp_path / "s.toml").exists() \
         else make_plan(tmp_path)
-    from testbed.experiment import resolve
+    from testbed.experiment.resolve import resolve
     plan = resolve.nominal(plan)
     store = ResultStore(tmp_path / "out", record.columns(plan))
     r = AttemptRunner(plan, store, script)
