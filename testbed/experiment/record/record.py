@@ -20,11 +20,10 @@ from typing import Any
 
 from testbed import atomic, results, workload
 from testbed.errors import SpecError
-from testbed.experiment.measure import capture as capture_mod
-from testbed.experiment.resolve import explain as explain_mod
 from testbed.experiment.plan import kinds
-from testbed.experiment.resolve import resolve
 from testbed.experiment.plan.plan import Plan, Point, format_value
+from testbed.experiment.resolve import explain as explain_mod
+from testbed.experiment.resolve import resolve
 
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
        "site")
@@ -40,11 +39,15 @@ CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "host_steal_pct",
            *explain_mod.COLUMNS, "remeasured", "remeasured_why")
 
 
-# A checkpoint point's own figures (experiment.measure_checkpoint), after METRICS.
+# A checkpoint point's own figures (measure.measure_checkpoint), after METRICS.
 CHECKPOINT = ("write_s", "write_ci_s", "read_s", "read_ci_s", "fsync_s", "warmup_write_s",
               "write_MB_s", "read_MB_s", "rank_MB", "checkpoint_MB", "checkpoints_verified",
               "interval_s", "training_time_lost_pct", "write_model_s", "write_full_model_s",
               "full_limited_by", "full_lost_pct")
+# A captured point's in-flight figures on its first worker (measure.capture), last.
+CAPTURE = ("reads_in_flight_mean", "read_bytes_in_flight_mean", "bdp_bytes",
+           "in_flight_of_bdp", "read_size_median", "read_latency_median_ms",
+           "retransmitted_to_client", "capture_dropped")
 
 
 def columns(plan: Plan) -> list[str]:
@@ -52,7 +55,7 @@ def columns(plan: Plan) -> list[str]:
     first = plan.points[0]
     knob_cols = [k.column for k, _ in first.settings]
     ident = [k.column for k in plan.id_keys if k.column not in knob_cols]
-    extra = [*capture_mod.COLUMNS, "captured"] if plan.capture else []
+    extra = [*CAPTURE, "captured"] if plan.capture else []
     own = CHECKPOINT if kinds.name_of(plan) == kinds.CHECKPOINT else ()
     return [*RUN, *ident, *knob_cols, *PATH, *METRICS, *own, *CONTEXT, *extra]
 
