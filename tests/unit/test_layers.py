@@ -1,6 +1,7 @@
 """Imports point one way: spec -> topology -> network -> services/packets -> workload ->
-experiment -> cli, with no circle anywhere in the package (function-local and
-TYPE_CHECKING imports counted too: a circle hidden in a function is still a circle)."""
+experiment (plan -> resolve -> record -> measure -> run -> advise -> report) -> cli, with
+no circle anywhere in the package (function-local and TYPE_CHECKING imports counted
+too: a circle hidden in a function is still a circle)."""
 
 import ast
 from pathlib import Path
@@ -10,7 +11,8 @@ from testbed.paths import REPO
 
 PACKAGE = Path(testbed.__file__).parent
 # Each module's layer: a module may import only from its own layer or lower ones. The
-# longest prefix of a module's name that is listed decides its layer.
+# longest prefix of a module's name that is listed decides its layer. The experiment's
+# stages are layers of their own; its package (run_file, run_plan) composes them.
 LAYERS = {
     "testbed": 0, "testbed.errors": 0, "testbed.paths": 0, "testbed.procfs": 0,
     "testbed.stats": 0, "testbed.schema": 0, "testbed.launch": 0, "testbed.userfiles": 0,
@@ -20,9 +22,17 @@ LAYERS = {
     "testbed.network": 3, "testbed.labkernel": 3,
     "testbed.services": 4, "testbed.packets": 4,
     "testbed.workload": 5, "testbed.results": 5, "testbed.plots": 5,
-    "testbed.experiment": 6,
-    "testbed.clean": 7, "testbed.cli": 7, "testbed.experiment.advise.confirm": 7, "testbed.docs": 7,
+    "testbed.experiment.plan": 6,
+    "testbed.experiment.resolve": 7,
+    "testbed.experiment.record": 8,
+    "testbed.experiment.measure": 9,
+    "testbed.experiment.run": 10,
+    "testbed.experiment.advise": 11,
+    "testbed.experiment.report": 12,
+    "testbed.experiment": 13,
+    "testbed.clean": 14, "testbed.cli": 14, "testbed.docs": 14,
 }
+STAGES = ("plan", "resolve", "record", "measure", "run", "advise", "report")
 
 
 def _module_of(path: Path) -> str:
@@ -113,3 +123,37 @@ def test_the_circle_finder_finds_one():
     """The test above would see a circle (a check that cannot fail proves nothing)."""
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+def repeated_names(files: list[Path]) -> dict[str, list[str]]:
+    """Module file names (package __init__ files aside) found in more than one folder:
+    name -> the folders, relative to the repository."""
+    where: dict[str, list[str]] = {}
+    for p in files:
+        if p.name != "__init__.py":
+            where.setdefault(p.stem, []).append(str(p.parent.relative_to(REPO)))
+    return {name: dirs for name, dirs in where.items() if len(dirs) > 1}
+
+
+def test_no_module_name_repeats_across_packages():
+    """Two files of one name in two packages make every traceback and every `import`
+    line ambiguous: each module's name is its own under testbed/ (style.md, lesson 11)."""
+    repeated = repeated_names(sorted(PACKAGE.rglob("*.py")))
+    assert not repeated, repeated
+
+
+def test_a_repeated_name_is_found():
+    """The check above can fail."""
+    files = [REPO / "testbed/workload/checkpoint.py", REPO / "testbed/experiment/checkpoint.py",
+             REPO / "testbed/a/__init__.py", REPO / "testbed/b/__init__.py"]
+    assert repeated_names(files) == {"checkpoint": ["testbed/workload", "testbed/experiment"]}
+
+
+def test_every_experiment_module_is_in_a_stage():
+    """testbed/experiment/ is folders named for the flow's stages; a module lives in the
+    stage it belongs to, not beside them."""
+    flat = sorted(m for m in import_graph() if m.startswith("testbed.experiment.")
+                  and m.split(".")[2] not in STAGES)
+    assert not flat, flat
+    assert {m.split(".")[2] for m in import_graph()
+            if m.startswith("testbed.experiment.")} == set(STAGES)
