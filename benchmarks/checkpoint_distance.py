@@ -2,7 +2,7 @@
 co-located (0 km, the same run's baseline) against 3,000 km, with the kernel's default
 write path and a tuned one.
 
-    LAB_MEM=2G lab/run .venv/bin/python benchmarks/checkpoint_distance.py \
+    LAB_MEM=2G lab/run .venv/bin/python -m benchmarks.checkpoint_distance \
         [--km 0,1000,3000] [--ranks 2] [--size-mib 64] [--rate 1gbit] \
         [--writes 3] [--reads 3] [--warmup 1] [--interval-s 5]
 
@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import common
+from benchmarks import common
 from testbed import procfs, topology
 from testbed.network.engine import Network
 from testbed.results import environment

@@ -1,7 +1,7 @@
 """Benchmark (lab kernel): is a dilated figure the same figure? The same emulated
 scenarios at k = 1, 2, 5 and 10 must give the same AU and emulated throughput.
 
-    .venv/bin/python benchmarks/dilation_invariance.py [--ks 1,2,5,10] [--out DIR]
+    .venv/bin/python -m benchmarks.dilation_invariance [--ks 1,2,5,10] [--out DIR]
         [--parallel N] [--cc reno|cubic] [--delayed-ack on|off] [--loss-probe on|off]
         [--mounts M,..] [--losses L,..] [--with-marked]
         [--distances KM,..] [--repetitions R] [-p KNOB=VALUE ...]
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import pandas as pd
 
-import common
+from benchmarks import common
 from testbed.experiment.plan import plan as plan_mod
 from testbed.experiment.report import report
 from testbed.paths import RESULTS

@@ -1,11 +1,10 @@
 """Benchmark (lab kernel): configured vs measured RTT, loss and shaped rate of the fibre.
 
-    lab/run .venv/bin/python benchmarks/fibre_accuracy.py
+    lab/run .venv/bin/python -m benchmarks.fibre_accuracy
 """
 
 import argparse
 
-import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.network import path_metrics
 from testbed.network.engine import Network

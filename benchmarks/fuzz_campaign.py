@@ -9,7 +9,7 @@ falsifying example, its error and a blob to reproduce it), then
 
     FUZZ examples=<n> violations=<n> seconds=<x>
 
-    nice -n 19 .venv/bin/python benchmarks/fuzz_campaign.py [--total 100000] [-k NAME[,NAME]]
+    nice -n 19 .venv/bin/python -m benchmarks.fuzz_campaign [--total 100000] [-k NAME[,NAME]]
         [--jobs 2] [--memory-gib 6] > fuzz-campaign.log
 
 examples counts the examples the tests ran (Hypothesis' statistics: passing and failing,
@@ -34,7 +34,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
-import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed.paths import REPO
 
 TESTS = REPO / "tests" / "unit" / "test_fuzz_properties.py"

@@ -1,7 +1,7 @@
 """Benchmark (lab kernel): our loader vs fio reading the same files, same block size and
 concurrency, locally and over NFS through the fibre. Prints loader/fio (goal >= 0.9).
 
-    lab/run .venv/bin/python benchmarks/loader_vs_fio.py [--files 64] [--mib 4] [--jobs 1]
+    lab/run .venv/bin/python -m benchmarks.loader_vs_fio [--files 64] [--mib 4] [--jobs 1]
                                                          [--reps 3]
 
 Both read every file once, cold (page cache dropped; a fresh mount for every NFS read),
@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import common
+from benchmarks import common
 from testbed import topology, workload
 from testbed.network.engine import Network
 from testbed.services.nfs import NfsMount, NfsServer

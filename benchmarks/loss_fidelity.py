@@ -3,7 +3,7 @@ function says? One iperf3 flow srv -> w1 (the NFS read direction) on `apn` at 0.
 and 1 % loss (each direction) over 60, 1,000 and 3,000 km; prints measured / model per
 point and a closing line `RATIO min=<x> max=<y>` over the points the lab could carry.
 
-    lab/run .venv/bin/python benchmarks/loss_fidelity.py [--events 100] [--max-seconds 120]
+    lab/run .venv/bin/python -m benchmarks.loss_fidelity [--events 100] [--max-seconds 120]
 
 Model: the CUBIC response function of RFC 8312 section 5 (the larger of CUBIC's own mean
 window and its TCP-friendly AIMD estimate) for the congestion control the sender really
@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.model import tcp as tcp_model
 from testbed.network import iperf

@@ -1,7 +1,7 @@
 """Benchmark (lab kernel): one big file read cold over NFS through the fibre, default vs
 tuned mount options, next to the window/RTT bound and the link rate.
 
-    lab/run .venv/bin/python benchmarks/nfs_read.py [--mib 256] [--rate 1gbit]
+    lab/run .venv/bin/python -m benchmarks.nfs_read [--mib 256] [--rate 1gbit]
 
 apn topology, one worker, the link at 1 Gbit/s (UML's one CPU moves ~80-120 MB/s of
 NFS at 0 km, so the link is about what the lab kernel sustains). For each distance and
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-import common
+from benchmarks import common
 from testbed import topology
 from testbed.model import Path as ModelPath
 from testbed.model import Reading, predict

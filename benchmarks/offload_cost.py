@@ -1,7 +1,7 @@
 """Benchmark (lab kernel): what netem sees with and without the testbed's offload setting,
 and what single frames cost.
 
-    lab/run .venv/bin/python benchmarks/offload_cost.py [--seconds 8] [--reps 2]
+    lab/run .venv/bin/python -m benchmarks.offload_cost [--seconds 8] [--reps 2]
 
 Part 1, frames per packet at the sender-side fibre end (htb class packets / lends) and
 the flow's rate, one iperf3 flow each way at 1,000 km, 1 Gbit/s, 0.1 % loss, on `apn`
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-import common
+from benchmarks import common
 from testbed import topology
 from testbed.network import iperf, offload
 from testbed.network.engine import Network

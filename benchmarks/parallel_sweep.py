@@ -1,6 +1,6 @@
 """Benchmark (host side): one sweep measured with `--parallel 1` and with `--parallel 2`.
 
-    .venv/bin/python benchmarks/parallel_sweep.py [--rounds 1] [--out DIR]
+    .venv/bin/python -m benchmarks.parallel_sweep [--rounds 1] [--out DIR]
 
 Runs `testbed run` from this host on the sweep below (8 distances sharing one testbed,
 one repetition; 1 MiB samples, one reader, 40 ms of compute: a demand of 26 MB/s, far
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-import common
+from benchmarks import common
 from testbed.paths import REPO, RESULTS
 
 SWEEP = """

@@ -1,7 +1,7 @@
 """Benchmark (host side): the PoC's question for its data-heavy workloads, answered by
 `testbed advise` at every cell of a grid and tabled.
 
-    sudo LAB_MEM=4G .venv/bin/python benchmarks/poc_advise.py [--out DIR]
+    sudo LAB_MEM=4G .venv/bin/python -m benchmarks.poc_advise [--out DIR]
         [--workloads W,...] [--distances KM,...] [--gpus N,...] [--confirm-gpus N,...]
         [--rate R] [--slowdown-pct G] [--repetitions N] [--parallel N] [--model-only]
     .venv/bin/testbed report DIR --markdown                   # the table, at any time
@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import common
+from benchmarks import common
 
-from testbed.experiment.advise import advice_grid  # noqa: E402
+from testbed.experiment.advise import advice_grid
 
 
 def cell_name(workload: str, km: float, gpus: int) -> str:

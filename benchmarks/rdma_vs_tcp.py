@@ -1,6 +1,6 @@
 """Benchmark (lab VM): the same files read cold over NFS/TCP and NFS/RDMA through the fibre.
 
-    lab/run --vm --kernel forky .venv/bin/python benchmarks/rdma_vs_tcp.py \
+    lab/run --vm --kernel forky .venv/bin/python -m benchmarks.rdma_vs_tcp \
         [--km 0,1000,3000] [--rate 1gbit] [--files 4] [--mib 16] [--reps 2]
 
 apn topology, one worker; soft-RoCE (rdma_rxe) in the storage and worker namespaces, so
@@ -30,7 +30,7 @@ import platform
 import statistics
 from pathlib import Path
 
-import common
+from benchmarks import common
 from testbed import topology
 from testbed.network.engine import Network
 from testbed.services.nfs import NfsMount, NfsServer

@@ -1,6 +1,6 @@
 """Benchmark (host side): do the demo's figures survive a rerun, and a slower machine?
 
-    sudo .venv/bin/python benchmarks/rerun_agreement.py [--plain N] [--quota 0.5]
+    sudo .venv/bin/python -m benchmarks.rerun_agreement [--plain N] [--quota 0.5]
         [--neighbour] [--spread] [--out DIR] [-p KNOB=VALUE ...]
 
 Runs `testbed demo` in the lab kernel three times: twice as it is (--plain), once with
@@ -46,7 +46,7 @@ from typing import Iterator
 
 import pandas as pd
 
-import common
+from benchmarks import common
 from testbed.paths import LAB, REPO, RESULTS
 
 CG1 = Path("/sys/fs/cgroup/cpu")

@@ -2,7 +2,7 @@
 0, 60, 1,000 and 3,000 km on `apn` (1 Gbit/s, no load), against the goal mean within
 max(2 %, 0.2 ms) of the configured RTT and p99 within 5 %.
 
-    lab/run .venv/bin/python benchmarks/rtt_fidelity.py [--count 2000]
+    lab/run .venv/bin/python -m benchmarks.rtt_fidelity [--count 2000]
 
 ping takes its send time in user space before sendmsg() (in the lab kernel a probe left
 its interface 70-100 us after user space took its time) and its receive time from the
@@ -19,7 +19,6 @@ import math
 import re
 import statistics
 
-import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.network.engine import Network
 from testbed.packets import probe as probe_mod

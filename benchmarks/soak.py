@@ -1,8 +1,8 @@
 """Benchmark (lab kernel): a soak of rigs. Does bringing a testbed up and down hundreds of
 times in one kernel leave anything behind, or slow down?
 
-    lab/run --timeout 5400 .venv/bin/python benchmarks/soak.py --points 500 > soak.log
-    lab/run .venv/bin/python benchmarks/soak.py --short    # 20 points, ~1 min: a smoke run
+    lab/run --timeout 5400 .venv/bin/python -m benchmarks.soak --points 500 > soak.log
+    lab/run .venv/bin/python -m benchmarks.soak --short    # 20 points, ~1 min: a smoke run
 
 Each point is its own rig, up -> measure -> down, built from the same pieces the runner
 uses (testbed.experiment.measure.rig.Rig, measure.measure): namespaces, veths, a bridge, netem
@@ -62,7 +62,6 @@ from pathlib import Path
 from statistics import mean
 from typing import Callable
 
-import common  # noqa: F401  (this checkout's testbed package first on sys.path)
 from testbed.errors import TestbedError
 from testbed.experiment.measure import measure as measure_mod
 from testbed.experiment.plan import plan as plan_mod

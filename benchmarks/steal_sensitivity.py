@@ -1,7 +1,7 @@
 """Benchmark (host side): how many AU points does a lab kernel lose per % of CPU its machine
 takes from it? The figure behind testbed.experiment.record.marks.STEAL_PCT.
 
-    sudo .venv/bin/python benchmarks/steal_sensitivity.py [--levels 0,1,2,5,10]
+    sudo .venv/bin/python -m benchmarks.steal_sensitivity [--levels 0,1,2,5,10]
         [--period-ms 100] [--distances 1500,3000] [--mounts default,tuned] [--out DIR]
 
 For each level L, runs README's demo workload (experiments/demo.toml without its search,
@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 import tomli_w
 
-import common
+from benchmarks import common
 from testbed.paths import EXPERIMENTS, LAB, REPO, RESULTS
 
 

@@ -1,6 +1,6 @@
 """Benchmark (host side): the same command in the lab kernel on the host's clock and on the
 virtual one, side by side in one run.
-    .venv/bin/python benchmarks/virtual_clock.py [--clocks real,virtual] [--out DIR]
+    .venv/bin/python -m benchmarks.virtual_clock [--clocks real,virtual] [--out DIR]
         -- CMD [ARGS...]
 Runs `lab/run --clock C CMD` for each clock in turn (one after the other: the machine
 quiet for each), `{out}` in CMD replaced by DIR/C (a results folder per clock; DIR lies in
@@ -15,7 +15,7 @@ model's ratio, the limit and the marks, and a closing line over the points neith
 Examples (docs/virtual-clock.md has the measured output):
     benchmarks/virtual_clock.py -- .venv/bin/testbed demo --out {out}
     benchmarks/virtual_clock.py --out results/virtual-clock/rtt -- .venv/bin/python
-        benchmarks/rtt_fidelity.py --count 300
+        -m benchmarks.rtt_fidelity --count 300
 (ping spins on the virtual clock: 300 probes per distance take ~3.5 minutes there.)
 """
 
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-import common
+from benchmarks import common
 from testbed.paths import LAB, REPO, RESULTS
 
 CLOSING = re.compile(r"^[A-Z]{4,} \w+=")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guest import RC_NO_RESULT, RC_TIMEOUT
+from lab.guest import RC_NO_RESULT, RC_TIMEOUT
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import guest_process
+from lab import guest_process
 
 KVM_GET_API_VERSION = 0xAE00
 KVM_API_VERSION = 12

@@ -14,8 +14,8 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from build_step import ImageError
-from lab_paths import IMAGE_SCRIPTS
+from lab.build_step import ImageError
+from lab.lab_paths import IMAGE_SCRIPTS
 
 # The initrd's /init: load the modules, mount the root and the shares, switch_root.
 INITRD_INIT = IMAGE_SCRIPTS / "initrd-init"

@@ -17,13 +17,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import qemu_vm
-import vm_image
-import vm_rootfs
-from build_step import ImageError, Progress, require_tools, run_step
-from guest import guest_script
-from lab_paths import IMAGE_SCRIPTS, LAB, REPO, VM_DIR
-from vm_recipe import Image, recipe, recipe_hash
+from lab import qemu_vm
+from lab import vm_image
+from lab import vm_rootfs
+from lab.build_step import ImageError, Progress, require_tools, run_step
+from lab.guest import guest_script
+from lab.lab_paths import IMAGE_SCRIPTS, LAB, REPO, VM_DIR
+from lab.vm_recipe import Image, recipe, recipe_hash
 
 BOX_NAME = "apn-bookworm64"
 # Run once inside the VM (lab/vm-init, disk writable): what a BIOS boot under libvirt needs.

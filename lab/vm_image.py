@@ -25,11 +25,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import vm_boot
-import vm_rootfs
-from build_step import ImageError, Progress, require_tools
-from lab_paths import VM_DIR
-from vm_recipe import Image, current, recipe_hash
+from lab import vm_boot
+from lab import vm_rootfs
+from lab.build_step import ImageError, Progress, require_tools
+from lab.lab_paths import VM_DIR
+from lab.vm_recipe import Image, current, recipe_hash
 
 # What a build leaves in the image's folder (moved there from its work folder at the end).
 OUTPUTS = ("disk.raw", "vmlinux", "initrd.img", "busybox", "RELEASE", "build.log", "RECIPE")

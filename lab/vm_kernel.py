@@ -18,10 +18,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import vm_boot
-from build_step import ImageError, run_step
-from debian_archive import Archive, ArchiveError
-from lab_paths import VM_DIR
+from lab import vm_boot
+from lab.build_step import ImageError, run_step
+from lab.debian_archive import Archive, ArchiveError
+from lab.lab_paths import VM_DIR
 
 MIRROR = os.environ.get("LAB_DEBIAN_MIRROR", "https://deb.debian.org/debian")
 KERNELS = VM_DIR / "kernels"

@@ -16,9 +16,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import vm_boot
-import vm_rootfs
-from lab_paths import VM_DIR
+from lab import vm_boot
+from lab import vm_rootfs
+from lab.lab_paths import VM_DIR
 
 
 @dataclass(frozen=True)

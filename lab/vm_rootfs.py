@@ -12,8 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from build_step import ImageError, run_step
-from lab_paths import IMAGE_SCRIPTS, LAB
+from lab.build_step import ImageError, run_step
+from lab.lab_paths import IMAGE_SCRIPTS, LAB
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("LAB_DEBIAN_MIRROR", "http://deb.debian.org/debian").rstrip("/")

@@ -43,11 +43,12 @@ from typing import IO, Any, Sequence
 
 from testbed import launch, procfs
 from testbed.errors import SpecError
-from testbed.paths import LAB, LAB_STATE, REPO  # REPO stays importable from here
+from testbed.paths import LAB_STATE, REPO  # REPO stays importable from here
 
 log = logging.getLogger(__name__)
 
-LAB_RUN = LAB / "run"
+# lab/run's code, as the lab/run script runs it: a module, from the repository root (cwd)
+LAB_RUN = ("-m", "lab.run")
 UML = LAB_STATE / "uml" / "linux.uml"
 DEFAULT_MEM = "1536M"     # lab/run's default guest memory (LAB_MEM)
 MEM_MARGIN = 1.15         # a guest's RAM file plus its host-side helpers
@@ -162,7 +163,7 @@ class LabKernel:
 
     def __init__(self, cmd: Sequence[str], *, console: Path, timeout_s: int,
                  env: dict[str, str] | None = None) -> None:
-        self.argv = ["setpriv", "--pdeathsig", "TERM", sys.executable, str(LAB_RUN),
+        self.argv = ["setpriv", "--pdeathsig", "TERM", sys.executable, *LAB_RUN,
                      "--timeout", str(int(timeout_s)), *cmd]
         self.console = console
         self.env = {**os.environ, **(env or {})}

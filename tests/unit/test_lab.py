@@ -1,8 +1,6 @@
 """The lab scripts without a guest: lab/run's arguments, the guest's command script, KVM
 detection, QEMU's command line, the shares, the image recipe and its initrd pieces."""
 
-import importlib.machinery
-import importlib.util
 import lzma
 import os
 import shutil
@@ -13,27 +11,10 @@ from pathlib import Path
 
 import pytest
 
-LAB = Path(__file__).resolve().parents[2] / "lab"
-sys.path.insert(0, str(LAB))
-
-import guest  # noqa: E402
-import qemu_vm  # noqa: E402
-import vm_boot  # noqa: E402
-import vm_box  # noqa: E402
-import vm_recipe  # noqa: E402
-import vm_rootfs  # noqa: E402
-from build_step import ImageError  # noqa: E402
-
-
-def load_script(name: str):
-    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), str(LAB / name))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-lab_run = load_script("run")
+from lab import build_uml, guest, qemu_vm, vm_boot, vm_box, vm_recipe, vm_rootfs
+from lab import run as lab_run
+from lab.build_step import ImageError
+from lab.lab_paths import LAB
 
 
 # ---- lab/run arguments -----------------------------------------------------------------
@@ -105,7 +86,6 @@ def test_parse_mem(text, mib):
 
 # ---- lab/build-uml --------------------------------------------------------------------------
 
-build_uml = load_script("build-uml")
 
 
 class FakeArchive:
@@ -532,3 +512,18 @@ def test_host_share_names_the_stolen_share_of_wall_time():
     from testbed import labkernel
     share = labkernel.host_share((100.0, 5.0, 1.0, 20.0), (110.0, 9.0, 2.0, 21.5))
     assert share == {"host_cpu_pct": 40.0, "host_wait_pct": 10.0, "host_steal_pct": 15.0}
+
+
+def test_lab_run_and_the_hosts_lab_kernels_start_the_same_code():
+    """The lab/run script and testbed's LabKernel both run the module lab.run from the
+    repository root (where lab and testbed import with no sys.path edit), the script
+    with the machine's python3 before any venv exists."""
+    from testbed.labkernel import LAB_RUN, LabKernel
+    assert LabKernel(["true"], console=Path("/dev/null"), timeout_s=5).argv[3:6] == \
+        [sys.executable, *LAB_RUN]
+    module = subprocess.run([sys.executable, *LAB_RUN, "--help"], cwd=LAB.parent,
+                            capture_output=True, text=True, timeout=60)
+    script = subprocess.run([str(LAB / "run"), "--help"], cwd="/",  # from any folder
+                            capture_output=True, text=True, timeout=60)
+    for proc in (module, script):
+        assert proc.returncode == 0 and proc.stdout.startswith("usage: lab/run"), proc.stderr
