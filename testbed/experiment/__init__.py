@@ -17,6 +17,7 @@ results.csv -> a report; and advise beside them. A package per stage, a module p
             marks       marks the host's evidence puts on a run's rows
             sink        the one writer of a results folder for runs measured elsewhere
             summary     slowdown, means and intervals over workers and repetitions
+            reruns      the spread between reruns a single run's interval is widened by
   measure/  rig         one running testbed: network, nfsd and dataset, for points that
                         share them
             measure     one point on a rig: mounts, data path, loaders, rows
