@@ -68,11 +68,13 @@ class Staller:
     always leaves them running."""
 
     def __init__(self, root: int, share: float, period_s: float) -> None:
+        """A staller of the processes below `root` (not started yet)."""
         self.root, self.share, self.period_s = root, share, period_s
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def signal(self, pids: list[int], sig: int) -> None:
+        """Send `sig` to each of `pids` that still exists."""
         for pid in pids:
             try:
                 os.kill(pid, sig)
@@ -80,6 +82,8 @@ class Staller:
                 pass
 
     def loop(self) -> None:
+        """Stop and continue the tree each period until closed (the tree's PIDs read
+        again every 2 s: lab/run starts its kernel after a while)."""
         pids, refreshed = descendants(self.root), time.monotonic()
         while not self.stop.is_set():
             if time.monotonic() - refreshed > 2.0:
@@ -90,11 +94,13 @@ class Staller:
             self.stop.wait((1 - self.share) * self.period_s)
 
     def __enter__(self) -> "Staller":
+        """Start stalling (nothing to do at a share of 0)."""
         if self.share > 0:
             self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop stalling and leave every process of the tree running."""
         self.stop.set()
         if self.thread.is_alive():
             self.thread.join(timeout=5)
@@ -115,6 +121,7 @@ def run_level(exp: Path, out: Path, share: float, period_s: float) -> float:
 
 
 def main() -> int:
+    """Run the experiment at each level of stalling and print the AU lost per level."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="0,1,2,5,10", help="% of each period stopped")
     ap.add_argument("--period-ms", type=float, default=100.0)
