@@ -24,6 +24,7 @@ from runs import STATE, comm_pids, registry_of
 from testbed import launch
 from testbed.experiment.measure.measure import SERVER_CHECK_S
 from testbed.paths import REPO
+from testbed.workload.loader import READ_TIMEOUT_S
 
 pytestmark = [pytest.mark.system, pytest.mark.runner]
 
