@@ -1,22 +1,21 @@
-"""What two or more benchmarks share: the checkout's testbed package first on sys.path
-(importing this module does it, so a benchmark measures this checkout, not another one
-the venv may have installed), `testbed` run as a command, a results folder's summary,
-cold reads of files, and the order of alternated repetitions.
+"""What two or more benchmarks share: `testbed` run as a command, a results folder's
+summary, cold reads of files, and the order of alternated repetitions.
 
-Run a benchmark as `python -m benchmarks.NAME` (its folder is then on sys.path and
-`import common` finds this module).
+Run a benchmark as a module from the repository root, `.venv/bin/python -m
+benchmarks.NAME` (the one entry point, benchmarks/__init__.py): Python then puts the
+root first on the path, so the benchmark measures this checkout's testbed package, not
+another one the venv may have installed, and `from benchmarks import common` finds this.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
-from testbed.paths import REPO, VENV_BIN  # noqa: E402
+from testbed.paths import REPO, VENV_BIN
 
 if TYPE_CHECKING:
     import pandas as pd

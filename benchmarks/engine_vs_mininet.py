@@ -5,7 +5,8 @@
 Prints, side by side from one run:
   1. setup + teardown time of the N-worker `apn` topology: testbed's engine vs
      `mn --custom topologies/apn.py --topo apn,workers=N --link fibre --switch lxbr`
-     (Mininet's own setup, link configuration and cleanup; --test none);
+     (Debian's Mininet, the checkout on its Python's path as docs/topologies.md says:
+     its own setup, link configuration and cleanup; --test none);
   2. TCP goodput of one flow through the emulated fibre at 0 km (htb at 100 Gbit/s + netem
      with zero delay) vs a raw veth pair between two namespaces, alternated.
 Not a test: figures depend on the machine; the ratios are what we track.
@@ -14,6 +15,7 @@ Not a test: figures depend on the machine; the ratios are what we track.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -22,7 +24,6 @@ import time
 
 from pyroute2 import IPRoute, netns
 
-from benchmarks import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.network import path_metrics
 from testbed.network.engine import Network
@@ -44,7 +45,8 @@ def mininet_once(workers: int) -> float:
             "--topo", f"apn,workers={workers},distance_km=3000,rate=10gbit",
             "--link", "fibre", "--switch", "lxbr", "--controller", "none", "--test", "none"]
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"mn failed: {proc.stderr.strip().splitlines()[-1:]}")

@@ -5,7 +5,6 @@
 
 import argparse
 
-from benchmarks import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.network import path_metrics
 from testbed.network.engine import Network

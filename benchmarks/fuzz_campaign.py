@@ -34,7 +34,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from benchmarks import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed.paths import REPO
 
 TESTS = REPO / "tests" / "unit" / "test_fuzz_properties.py"

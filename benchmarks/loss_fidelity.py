@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from benchmarks import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.model import tcp as tcp_model
 from testbed.network import iperf

@@ -34,9 +34,7 @@ from typing import Any
 
 from benchmarks import common
 
-from testbed.experiment.advise import advice_grid  # noqa: E402
-
-RECORD = "advice.json"
+from testbed.experiment.advise import advice_grid
 
 
 def cell_name(workload: str, km: float, gpus: int) -> str:
@@ -46,7 +44,7 @@ def cell_name(workload: str, km: float, gpus: int) -> str:
 
 def answered(folder: Path, confirm: bool) -> bool:
     """Whether a cell's advice.json already holds the answer asked for."""
-    path = folder / RECORD
+    path = folder / advice_grid.RECORD
     if not path.exists():
         return False
     doc = json.loads(path.read_text())

@@ -1,16 +1,21 @@
 """Benchmark (host side): do the demo's figures survive a rerun, and a slower machine?
 
-    sudo .venv/bin/python -m benchmarks.rerun_agreement [--quota 0.5] [--neighbour]
-        [--out DIR] [-p KNOB=VALUE ...]
+    sudo .venv/bin/python -m benchmarks.rerun_agreement [--plain N] [--quota 0.5]
+        [--neighbour] [--spread] [--out DIR] [-p KNOB=VALUE ...]
 
-Runs `testbed demo` in the lab kernel three times: twice as it is, once with the lab
-kernel held to `quota` of one CPU by a host cgroup (cgroup v1 cpu.cfs_quota_us, or v2
-cpu.max; the lab kernel joins it before it starts and the cgroup is removed after). Over
-the points all three runs measured (the grid; search probes may differ) it prints AU per
-run and mark, the largest AU difference between any two runs over the points no run
-marked emulator-limited, and how many points any run marked, then a closing line
+Runs `testbed demo` in the lab kernel three times: twice as it is (--plain), once with
+the lab kernel held to `quota` of one CPU by a host cgroup (cgroup v1 cpu.cfs_quota_us,
+or v2 cpu.max; the lab kernel joins it before it starts and the cgroup is removed after;
+--quota 0 leaves that run out). Over the points all runs measured (the grid; search
+probes may differ) it prints AU per run and mark, the largest AU difference between any
+two runs over the points no run marked emulator-limited, how many points any run marked,
+each search setting's crossing per run, then a closing line
 
     AGREEMENT au_points=<x> marked=<n> all_points=<x over every point, marked or not>
+        steal_max=<the most steal over any point of any run, %>
+
+--spread prints the rerun spread by kind of point over the plain runs, the figures of
+testbed/experiment/record/reruns.py's RERUN_SD.
 
 --neighbour adds a fourth run beside a busy neighbour: another lab kernel (on the host's
 clock) spinning on its CPU for the whole run, as a second user's job would. LAB_CLOCK is
@@ -19,8 +24,10 @@ passed on: LAB_CLOCK=virtual compares the runs on the virtual clock (docs/virtua
 Goal: au_points <= 2, i.e. a figure either does not depend on the machine or says so.
 -p passes knobs to every demo (`testbed demo -p`), to try a variant of the demo with
 the same comparison; the closing line is the demo's as it is only without them.
-Each run's line also says how long its lab kernel waited for a host CPU (lab/run's meter;
-a point that waited >= 10 % of its time is marked emulator-limited, reason "host").
+Each run's line also says what the machine took from its lab kernel (lab/run's meter):
+its wait for a host CPU and the hypervisor's steal (past testbed.experiment.record.marks'
+HOST_WAIT_PCT / STEAL_PCT a point is marked "host" / "steal"), and how many
+measurements were set aside for it.
 """
 
 from __future__ import annotations
@@ -88,14 +95,63 @@ def load(out: Path, run: str) -> pd.DataFrame:
                                               "limited_by"]].add_suffix(f"_{run}")
 
 
-def host_wait(out: Path) -> str:
-    """How long the run's lab kernel waited for a host CPU (lab/run's meter), over its
-    points: median and largest share of each point's wall time."""
+def machine(out: Path) -> str:
+    """What the machine took from the run's lab kernel (lab/run's meter over each point):
+    its wait for a host CPU and the hypervisor's steal, median and largest share of a
+    point's time, and the measurements set aside and measured again because of it."""
     r = pd.read_csv(out / "results.csv")
-    w = r["host_wait_pct"].dropna() if "host_wait_pct" in r else pd.Series(dtype=float)
-    if w.empty:
-        return "host wait: not metered"
-    return f"host wait: median {w.median():.1f} %, max {w.max():.1f} % of a point's time"
+    parts = []
+    for column, name in (("host_wait_pct", "host wait"), ("host_steal_pct", "steal")):
+        w = r[column].dropna() if column in r else pd.Series(dtype=float)
+        parts.append(f"{name}: not metered" if w.empty else
+                     f"{name}: median {w.median():.1f} %, max {w.max():.1f} %")
+    again = int(r["remeasured"].fillna(0).sum()) if "remeasured" in r else 0
+    return "; ".join(parts) + f" of a point's time; {again} measurement(s) set aside"
+
+
+def steal_max(out: Path) -> float:
+    """The most steal over any point of a run (NaN: not metered)."""
+    r = pd.read_csv(out / "results.csv")
+    return float(r["host_steal_pct"].max()) if "host_steal_pct" in r else float("nan")
+
+
+def crossings(base: Path, runs: dict[str, float | None]) -> None:
+    """Each search setting's crossing per run (search.csv) and how far apart they are:
+    the answer a user reads, which one disturbed probe used to move by hundreds of km."""
+    found = {n: pd.read_csv(base / n / "search.csv").set_index("setting")
+             for n in runs if (base / n / "search.csv").exists()}
+    if not found:
+        return
+    for setting in next(iter(found.values())).index:
+        got = [(n, f[["crossing", "uncertainty"]].loc[setting]) for n, f in found.items()
+               if setting in f.index]
+        xs = [float(c["crossing"]) for _, c in got]
+        text = ", ".join(f"{n} {float(c['crossing']):g} ± {float(c['uncertainty']):g}"
+                         for n, c in got)
+        print(f"CROSSINGS {setting}: {text}; apart {max(xs) - min(xs):g}")
+
+
+def spread(base: Path, plain: list[str]) -> None:
+    """The rerun spread by kind of point (reruns.RERUN_SD's figures) over the plain runs:
+    per point measured unmarked in every run, the variance between runs beyond the runs'
+    own (batch means) variance, pooled by limited_by; printed as the table to keep."""
+    frames = []
+    for n in plain:
+        r = pd.read_csv(base / n / "results.csv")
+        r = r[(r["status"] == "ok") & ~r["emulator_limited"].astype(str).str.lower().eq("true")]
+        frames.append(r.assign(run=n))
+    df = pd.concat(frames)
+    df["point_id"] = df["point"].str.rsplit("|rep=", n=1).str[0]
+    df["se"] = df["au_ci_pct"] / 1.96
+    table: dict[str, dict[str, float]] = {}
+    for metric, se in (("au_pct", "se"),):
+        per = df.groupby("point_id").filter(lambda g: g["run"].nunique() == len(plain))
+        stats = per.groupby("point_id").agg(kind=("limited_by", "first"),
+                                            var=(metric, "var"), se2=(se, lambda x: (x ** 2).mean()))
+        pooled = stats.groupby("kind").apply(lambda g: max(0.0, (g["var"] - g["se2"]).mean()))
+        table[metric] = {k: round(v ** 0.5, 2) for k, v in pooled.items()}
+        counts = stats.groupby("kind").size().to_dict()
+        print(f"SPREAD {metric} over {len(plain)} runs: {table[metric]} (points per kind: {counts})")
 
 
 @contextlib.contextmanager
@@ -127,7 +183,7 @@ def run_all(base: Path, runs: dict[str, float | None], params: list[str]) -> Non
         finally:
             if cg is not None:
                 cg.rmdir()
-        print(f"run {name}: {took:.0f} s; {host_wait(base / name)}", flush=True)
+        print(f"run {name}: {took:.0f} s; {machine(base / name)}", flush=True)
 
 
 def worst_gap(df: pd.DataFrame, runs: dict[str, float | None]) -> float:
@@ -147,25 +203,36 @@ def compare(base: Path, runs: dict[str, float | None], params: list[str]) -> Non
                       .round(1), 20)
     if params:
         print(f"demo with: {' '.join(params)}")
+    steal = max(steal_max(base / n) for n in runs)
     print(f"AGREEMENT au_points={worst_gap(df[~marked], runs):.2f} marked={int(marked.sum())} "
-          f"all_points={worst_gap(df, runs):.2f}")
+          f"all_points={worst_gap(df, runs):.2f} steal_max={steal:.1f}")
 
 
 def main() -> int:
     """Run the demos (three, four with --neighbour) and print the comparison."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quota", type=float, default=0.5, help="CPU share of the third run")
+    ap.add_argument("--plain", type=int, default=2, help="runs as the demo is (default 2)")
+    ap.add_argument("--quota", type=float, default=0.5,
+                    help="CPU share of one more run held to it (0: no such run)")
+    ap.add_argument("--spread", action="store_true",
+                    help="print the rerun spread by kind of point over the plain runs")
     ap.add_argument("--neighbour", action="store_true",
                     help="a fourth run beside another, busy lab kernel")
     ap.add_argument("--out", default=str(RESULTS / "rerun-agreement"))
     ap.add_argument("-p", "--param", action="append", default=[], metavar="KNOB=VALUE",
                     help="a knob for every demo (testbed demo -p)")
     args = ap.parse_args()
-    runs: dict[str, float | None] = {"a": None, "b": None, f"cpu{args.quota:g}": args.quota}
+    plain = [chr(ord("a") + i) for i in range(args.plain)]
+    runs: dict[str, float | None] = {n: None for n in plain}
+    if args.quota:
+        runs[f"cpu{args.quota:g}"] = args.quota
     if args.neighbour:
         runs["busy"] = None
     run_all(Path(args.out), runs, args.param)
     compare(Path(args.out), runs, args.param)
+    crossings(Path(args.out), runs)
+    if args.spread:
+        spread(Path(args.out), plain)
     return 0
 
 

@@ -19,7 +19,6 @@ import math
 import re
 import statistics
 
-from benchmarks import common  # noqa: F401  (this checkout's testbed first on sys.path)
 from testbed import topology
 from testbed.network.engine import Network
 from testbed.packets import probe as probe_mod

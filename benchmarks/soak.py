@@ -62,7 +62,6 @@ from pathlib import Path
 from statistics import mean
 from typing import Callable
 
-from benchmarks import common  # noqa: F401  (this checkout's testbed package first on sys.path)
 from testbed.errors import TestbedError
 from testbed.experiment.measure import measure as measure_mod
 from testbed.experiment.plan import plan as plan_mod

@@ -36,8 +36,9 @@ docs/virtual-clock.md.
 Environment knobs: LAB_CLOCK (as --clock), LAB_MEM (guest RAM, default 1536M for UML, 4G for
 the VM), LAB_TIMEOUT (seconds, default 1800), LAB_CPUS (VM CPUs, default: the host's, at most
 4), LAB_VM_ACCEL (auto|kvm|tcg, default auto), LAB_VM_KERNEL (a suite, as --kernel). This
-script only uses the Python standard library (and testbed.labkernel, which does too): it runs
-before any venv exists.
+module only uses the Python standard library (and testbed.labkernel, which does too): it runs
+before any venv exists, as `python3 -m lab.run` from the repository root (what the shell
+script lab/run does), where lab and testbed import without a venv or a sys.path edit.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from typing import TYPE_CHECKING
 from lab.guest import RC_TIMEOUT, guest_script
 from lab.guest_process import UML, kill_on_signals, wait_guest
 from lab.lab_paths import LAB, REPO, UML_DIR, UML_TT_DIR
-from testbed.labkernel import HOST_METER_FILE, HostMeter  # noqa: E402
+from testbed.labkernel import HOST_METER_FILE, HostMeter  # standard library only, as lab is
 
 if TYPE_CHECKING:
     from lab.qemu_vm import Share

@@ -14,7 +14,7 @@
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
     testbed report DIR --markdown               a results folder's table as GitHub markdown
-    testbed docs [--check]                      regenerate (check) README/docs result tables
+    testbed docs [--check] [--tests]            regenerate (check) README/docs result tables
     testbed trace record [--root DIR] [--out FILE] [--timeout S] -- CMD...
                                                 record a job's file I/O (strace)
     testbed trace show FILE                     what a recorded trace holds
@@ -33,7 +33,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from rich.console import Console
 from rich.progress import Progress, TaskID
@@ -228,6 +228,10 @@ class ProgressListener:
         if not self.console.is_terminal:
             au = [r["au_pct"] for r in rows if r["status"] == "ok"]
             what = f"AU {sum(au) / len(au):.1f} %" if au else f"FAILED: {rows[0]['reason']}"
+            if rows[0].get("emulator_limited") is True:
+                what += f", emulator ({rows[0].get('emulator_reason', '')})"
+            again = rows[0].get("remeasured") or 0
+            what += f", measured {again + 1} times" if again else ""
             print(f"[{self.count}] {run_id}: {what} ({seconds:.1f} s)", flush=True)
 
     def stop(self) -> None:
@@ -328,25 +332,50 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return _run_experiment(DEMO_FILE, args)
 
 
+def _advise_question(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The scenario and the goal (one of --slowdown-pct, --au-pct) the command line
+    asks about."""
+    from testbed.experiment.advise import advise as adv
+    s = adv.Scenario(workload=args.workload, distance_km=args.distance_km, rate=args.rate,
+                     loss_pct=args.loss_pct, workers=args.workers, topology=args.topology,
+                     files=args.files, repetitions=args.repetitions, host=args.host)
+    if args.au_pct is not None:
+        return s, adv.Goal("au_pct", args.au_pct)
+    return s, adv.Goal("slowdown_pct", args.slowdown_pct)
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
     """The model's cheapest settings that meet the goal, then (unless --model-only) the
     best confirmed in emulation."""
     import time
-    from testbed.experiment.advise import confirm as advice
+    from testbed.experiment.advise import advice_grid, confirm
     from testbed.experiment.advise import advise as adv
-    from testbed.experiment import run_plan
     t0 = time.perf_counter()
-    s, goal = advice.scenario(args), advice.goal(args)
+    s, goal = _advise_question(args)
     allowed = tuple(k.strip() for k in args.allow.split(",") if k.strip())
     folder = Path(args.out) if args.out else \
         Path("results") / f"advise-{s.workload}-{s.distance_km:g}km"
-    plan = advice.load(s, (), folder if not args.model_only else _scratch(), "start")
+    plan = confirm.load(s, (), folder if not args.model_only else _scratch(), "start")
     found = adv.advise(plan, goal, allowed)
-    advice.print_model(out, found, time.perf_counter() - t0, s.host)
+    for shown in confirm.model_answer(found, time.perf_counter() - t0, s.host):
+        out.print(shown)
     if args.model_only:
         if args.out:
-            advice.record(folder, s, found, [], time.perf_counter() - t0)
+            advice_grid.record(folder, s, found, [], time.perf_counter() - t0)
         return 0
+    measured = confirm.confirm(s, found, folder, _advise_runner(args), args.confirm,
+                               out.print)
+    took = time.perf_counter() - t0
+    advice_grid.record(folder, s, found, measured, took)
+    out.print(f"advise took {took / 60:.1f} min", markup=False)
+    return 0 if measured and measured[-1][1].confirmed else EXIT_FAILED
+
+
+def _advise_runner(args: argparse.Namespace) -> Callable[[Any, Path], Any]:
+    """How advise measures a candidate: as `testbed run` does (here, or in lab kernels
+    from the host), then its report written and its table printed."""
+    from testbed.experiment import run_plan
+    from testbed.experiment.report import report
     on_host = _on_lab_kernels(args)
     if not on_host:
         _need_root("testbed advise")
@@ -355,16 +384,14 @@ def cmd_advise(args: argparse.Namespace) -> int:
         listener = ProgressListener(out)
         try:
             if on_host:
-                return _run_distributed(p, where, args, listener)
-            return run_plan(p, where, listener=listener)[1]
+                outcome = _run_distributed(p, where, args, listener)
+            else:
+                outcome = run_plan(p, where, listener=listener)[1]
         finally:
             listener.stop()
-
-    measured = advice.confirm(out, s, found, folder, measure, args.confirm)
-    took = time.perf_counter() - t0
-    advice.record(folder, s, found, measured, took)
-    out.print(f"advise took {took / 60:.1f} min", markup=False)
-    return 0 if measured and measured[-1][1].confirmed else EXIT_FAILED
+        out.print(report.build(where, p).table)
+        return outcome
+    return measure
 
 
 def _scratch() -> Path:
@@ -612,7 +639,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     """Rewrite (or --check) the generated result tables of README.md and docs/*.md."""
-    from testbed import docs
+    from testbed import docs, suite
+    if args.tests:
+        from testbed.paths import REPO
+        sys.stdout.write(suite.render(REPO))
+        return 0
     blocks = docs.update(check=args.check)
     stale = [f"{b.file}: {b.command}" for b in blocks if b.stale]
     for line in stale:
@@ -630,6 +661,8 @@ def _report_parsers(sub: Any) -> None:
     dp = sub.add_parser("docs", help="regenerate the generated result tables of README.md "
                         "and docs/*.md from their results folders")
     dp.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
+    dp.add_argument("--tests", action="store_true",
+                    help="print the suite's test counts (pytest --collect-only per folder)")
     dp.set_defaults(func=cmd_docs)
 
 

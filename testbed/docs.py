@@ -9,9 +9,10 @@ block such as
 
 holds exactly what that command prints, so `testbed docs` rewrites every block from its
 results folder and `testbed docs --check` fails when a block no longer matches (a table
-edited by hand, or a results folder replaced without regenerating). Only the command
-`testbed report DIR --markdown` is allowed in a marker, with DIR relative to the
-checkout. Returns what changed; never prints.
+edited by hand, or a results folder replaced without regenerating). Two commands are
+allowed in a marker: `testbed report DIR --markdown`, with DIR relative to the checkout,
+and `testbed docs --tests`, the suite's test counts as pytest collects them
+(testbed.suite). Returns what changed; never prints.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed import atomic
+from testbed import atomic, suite
 from testbed.errors import SpecError
 from testbed.experiment.report import markdown
 from testbed.paths import REPO
@@ -45,12 +46,19 @@ def pages(root: Path = REPO) -> list[Path]:
             if p.is_file()]
 
 
+TESTS_COMMAND = ["testbed", "docs", "--tests"]
+
+
 def run_marker(command: str, root: Path) -> str:
-    """What a marker's command prints: `testbed report DIR --markdown`, DIR under root."""
+    """What a marker's command prints: `testbed report DIR --markdown` (DIR under root)
+    or `testbed docs --tests`."""
     words = shlex.split(command)
+    if words == TESTS_COMMAND:
+        return suite.render(root)
     if len(words) != 4 or words[:2] != ["testbed", "report"] or words[3] != "--markdown":
         raise SpecError(f"docs: marker command {command!r}: only "
-                        "`testbed report DIR --markdown` can generate a block")
+                        "`testbed report DIR --markdown` or `testbed docs --tests` can "
+                        "generate a block")
     return markdown.render(root / words[2], command)
 
 

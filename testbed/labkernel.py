@@ -11,14 +11,19 @@ Machine           what the host offers: CPUs (affinity and cgroup quota), their 
                   memory and /dev/shm (where a guest keeps its RAM)
 auto_parallel     lab kernels at once: one free CPU and LAB_MEM of memory each; 1 when
                   unsure
-CpuMeter          what the host's scheduler did to a lab kernel: the CPU time its
-                  processes got and the time they waited, runnable, for a CPU
-                  (/proc/PID/task/*/schedstat). The guest cannot see the second (its own
-                  clock stops with it); it is the sign that kernels starve each other.
+CpuMeter          what the machine did to a lab kernel: the CPU time its processes got,
+                  the time they waited, runnable, for a CPU (/proc/PID/task/*/schedstat;
+                  a cgroup's CPU quota shows here too: a throttled task waits runnable),
+                  and the time the hypervisor took from this machine's CPUs (steal,
+                  /proc/stat: a virtual machine's vCPU that is not running does not count
+                  as waiting inside it). The guest sees neither (its clock runs on while
+                  it is not); they are the signs that the machine, not the scenario, set
+                  a figure.
 HostMeter         lab/run's side of that meter for every lab kernel, however started:
-                  the running totals of its process tree, written twice a second to a
-                  file the guest reads (APN_HOST_METER); host_sample() is the guest's
-                  side, host_share() the shares between two samples.
+                  the running totals of its process tree and the machine's steal,
+                  written twice a second to a file the guest reads (APN_HOST_METER);
+                  host_sample() is the guest's side, host_share() the shares between two
+                  samples.
 """
 
 from __future__ import annotations
@@ -36,13 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Sequence
 
-from testbed import launch
+from testbed import launch, procfs
 from testbed.errors import SpecError
-from testbed.paths import LAB, LAB_STATE, REPO  # REPO stays importable from here
+from testbed.paths import LAB_STATE, REPO  # REPO stays importable from here
 
 log = logging.getLogger(__name__)
 
-LAB_RUN = LAB / "run"
+# lab/run's code, as the lab/run script runs it: a module, from the repository root (cwd)
+LAB_RUN = ("-m", "lab.run")
 UML = LAB_STATE / "uml" / "linux.uml"
 DEFAULT_MEM = "1536M"     # lab/run's default guest memory (LAB_MEM)
 MEM_MARGIN = 1.15         # a guest's RAM file plus its host-side helpers
@@ -157,7 +163,7 @@ class LabKernel:
 
     def __init__(self, cmd: Sequence[str], *, console: Path, timeout_s: int,
                  env: dict[str, str] | None = None) -> None:
-        self.argv = ["setpriv", "--pdeathsig", "TERM", sys.executable, str(LAB_RUN),
+        self.argv = ["setpriv", "--pdeathsig", "TERM", sys.executable, *LAB_RUN,
                      "--timeout", str(int(timeout_s)), *cmd]
         self.console = console
         self.env = {**os.environ, **(env or {})}
@@ -239,14 +245,15 @@ def _schedstat(pid: int) -> tuple[int, int] | None:
 class CpuMeter:
     """CPU time and run-queue wait of a process and all its descendants (a lab/run and
     its kernel's host processes), accumulated over samples: a process that exits keeps
-    what it had at its last sample."""
+    what it had at its last sample; and the machine's steal (procfs.steal_s) beside them."""
 
     def __init__(self, root: int) -> None:
         self.root = root
         self.seen: dict[int, tuple[int, int]] = {}
 
-    def sample(self) -> tuple[float, float]:
-        """Seconds on a CPU and seconds waiting for one, so far."""
+    def sample(self) -> tuple[float, float, float]:
+        """Seconds on a CPU, seconds waiting for one, and seconds stolen from each of
+        the machine's CPUs by its hypervisor, so far."""
         kids, todo = _children(), [self.root]
         while todo:
             pid = todo.pop()
@@ -255,7 +262,7 @@ class CpuMeter:
                 self.seen[pid] = stat
             todo += kids.get(pid, [])
         return (sum(c for c, _ in self.seen.values()) / 1e9,
-                sum(w for _, w in self.seen.values()) / 1e9)
+                sum(w for _, w in self.seen.values()) / 1e9, procfs.steal_s())
 
 
 HOST_METER_ENV = "APN_HOST_METER"
@@ -265,8 +272,8 @@ HOST_METER_PERIOD_S = 0.5
 
 class HostMeter:
     """Writes, every HOST_METER_PERIOD_S until closed, {"t": host monotonic seconds,
-    "cpu_s", "wait_s"} of a process tree (lab/run's own: its lab kernel) to `path`,
-    atomically (the guest may read it at any moment)."""
+    "cpu_s", "wait_s", "steal_s"} of a process tree (lab/run's own: its lab kernel) and
+    its machine to `path`, atomically (the guest may read it at any moment)."""
 
     def __init__(self, root: int, path: Path) -> None:
         self.meter, self.path = CpuMeter(root), path
@@ -284,9 +291,10 @@ class HostMeter:
 
     def write(self) -> None:
         """One sample into the file (write, then rename over the old one)."""
-        cpu, wait = self.meter.sample()
+        cpu, wait, steal = self.meter.sample()
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"t": time.monotonic(), "cpu_s": cpu, "wait_s": wait}))
+        tmp.write_text(json.dumps({"t": time.monotonic(), "cpu_s": cpu, "wait_s": wait,
+                                   "steal_s": steal}))
         tmp.replace(self.path)
 
     def _loop(self) -> None:
@@ -297,23 +305,36 @@ class HostMeter:
                 return
 
 
-def host_sample() -> tuple[float, float, float] | None:
-    """(host seconds, CPU seconds, wait seconds) of this lab kernel as lab/run last wrote
-    them (at most HOST_METER_PERIOD_S old); None outside lab/run or unreadable."""
+HostSample = tuple[float, float, float, float]  # host seconds, CPU, wait, steal seconds
+
+
+def host_sample() -> HostSample | None:
+    """(host seconds, CPU seconds, wait seconds, steal seconds per CPU) of this lab
+    kernel and its machine as lab/run last wrote them (at most HOST_METER_PERIOD_S old);
+    None outside lab/run or unreadable."""
     path = os.environ.get(HOST_METER_ENV)
     if not path:
         return None
     try:
         d = json.loads(Path(path).read_text())
-        return float(d["t"]), float(d["cpu_s"]), float(d["wait_s"])
+        return float(d["t"]), float(d["cpu_s"]), float(d["wait_s"]), float(d["steal_s"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def host_share(before: tuple[float, float, float],
-               after: tuple[float, float, float]) -> dict[str, float]:
-    """Between two (wall, cpu, wait) samples of a lab kernel: the share of the wall time
-    its processes ran on a CPU and the share they waited for one, in %."""
+def meter_sample() -> HostSample:
+    """What the machine has done so far, for a measurement to difference: lab/run's meter
+    inside a lab kernel (host_sample); elsewhere (the testbed running directly on a
+    virtual machine, e.g. the Vagrant box) that machine's own steal, its CPU and wait
+    figures unknown (NaN)."""
+    return host_sample() or (time.monotonic(), math.nan, math.nan, procfs.steal_s())
+
+
+def host_share(before: HostSample, after: HostSample) -> dict[str, float]:
+    """Between two (wall, cpu, wait, steal) samples of a lab kernel: the share of the
+    wall time its processes ran on a CPU, the share they waited for one, and the share
+    of it the hypervisor took from the machine's CPUs, in %."""
     wall = max(after[0] - before[0], 1e-9)
     return {"host_cpu_pct": round(100 * (after[1] - before[1]) / wall, 2),
-            "host_wait_pct": round(100 * (after[2] - before[2]) / wall, 2)}
+            "host_wait_pct": round(100 * (after[2] - before[2]) / wall, 2),
+            "host_steal_pct": round(100 * (after[3] - before[3]) / wall, 2)}

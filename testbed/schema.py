@@ -573,6 +573,7 @@ FILE_SETTINGS: dict[str, Dimension] = {d.name: d for d in (
     D("repetitions", "int", "", "run", "repetitions", 1, 100, default=1),
     D("au_bar", "float", "%", "loader", "AU bar", 0.001, 100, default=90.0),
     D("max_points", "int", "", "run", "max_points", 3, 64, default=12),
+    D("max_runs", "int", "", "run", "max_runs", 1, 50, default=5),
     D("enabled", "bool", "", "run", "enabled", default=True),
     D("seconds", "float", "s", "run", "seconds", 0.1, 3600, default=120.0),
     D("max_mib", "int", "MiB", "run", "max_mib", 1, 65536, default=32),

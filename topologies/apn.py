@@ -1,23 +1,19 @@
-"""apn: a storage site and a GPU site joined by one span of APN fibre.
+"""apn: a storage site and a GPU site joined by one span of APN fibre; and metro, the same
+over a 60 km metro span (~0.59 ms RTT), the distance hyperscalers keep between their sites.
 
     srv (NFS server) --[fibre "wan": distance_km, rate, loss_pct, jitter_ms]-- s1 -- w1 .. wN
 
-Also a Mininet custom file:
-    mn --custom topologies/apn.py --topo apn,workers=4,distance_km=3000 --link fibre \
-       --switch lxbr --controller none --test pingall
+Also a Mininet custom file, for an `mn` whose Python imports testbed (the venv's, or
+Debian's with the checkout on its path), from the repository root:
+    sudo env PYTHONPATH=$PWD mn --custom topologies/apn.py --topo apn,workers=4 \
+       --link fibre --switch lxbr --controller none --test pingall
 """
 
 import os
 import sys
 
-# `mn --custom` exec()s this file without __file__: find it from the code object instead,
-# and put this folder and the repository root (for `testbed`) on the path.
-_HERE = os.path.dirname(os.path.abspath(globals().get("__file__")
-                                        or sys._getframe().f_code.co_filename))
-sys.path[:0] = [p for p in (_HERE, os.path.dirname(_HERE)) if p not in sys.path]
-
-from testbed.spec import FibreSpec, parse_rate  # noqa: E402
-from testbed.topology import SiteTopo  # noqa: E402
+from testbed.spec import FibreSpec, parse_rate
+from testbed.topology import SiteTopo
 
 
 class ApnTopo(SiteTopo):
@@ -34,7 +30,16 @@ class ApnTopo(SiteTopo):
             self.lan(self.worker(f"w{i}"), gpu)
 
 
-topos = {"apn": ApnTopo}
+class MetroTopo(ApnTopo):
+    """Storage site -- 60 km metro fibre -- GPU-site switch -- N workers."""
+
+    def build(self, workers: int = 2, distance_km: float = 60.0, rate: str = "1gbit",
+              loss_pct: float = 0.0, jitter_ms: float = 0.0, mtu: int = 1500) -> None:
+        super().build(workers=workers, distance_km=distance_km, rate=rate,
+                      loss_pct=loss_pct, jitter_ms=jitter_ms, mtu=mtu)
+
+
+topos = {"apn": ApnTopo, "metro": MetroTopo}
 
 
 def _fibre_link(*args, **kwargs):  # resolved lazily: only `mn` needs mininet.link

@@ -4,17 +4,8 @@
                 \\-[fibre "site_b": distance_b_km]-- s2 -- b1 .. bN
 """
 
-import os
-import sys
-
-# `mn --custom` exec()s this file without __file__: find it from the code object instead,
-# and put this folder and the repository root (for `testbed`) on the path.
-_HERE = os.path.dirname(os.path.abspath(globals().get("__file__")
-                                        or sys._getframe().f_code.co_filename))
-sys.path[:0] = [p for p in (_HERE, os.path.dirname(_HERE)) if p not in sys.path]
-
-from testbed.spec import FibreSpec, parse_rate  # noqa: E402
-from testbed.topology import SiteTopo  # noqa: E402
+from testbed.spec import FibreSpec, parse_rate
+from testbed.topology import SiteTopo
 
 
 class TwoSitesTopo(SiteTopo):

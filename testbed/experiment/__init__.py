@@ -1,36 +1,45 @@
 """Experiments: an experiment file (TOML) -> a validated plan of points -> every decision
 made (resolve) -> each point measured on a real testbed, its rows appended to
-results.csv -> a report. One flow, a module per step:
+results.csv -> a report; and advise beside them. A package per stage, a module per step
+(imports point down this list, advise and report aside: tests/unit/test_layers.py):
 
-  parse       dimensions  the table of knobs (one row per knob)
-              parse       the file -> typed values, checked where written
-              plan        values -> frozen, validated points with co-located baselines
-              datapaths   direct / cache / staged, registered by name
-  resolve     resolve     every decision before a run starts (time_scale "auto": k per
-                          point from a calibration, meta.json's on --resume, or nominal)
-              dilation    time dilation's calibration: what a lab kernel moves per CPU
-              estimate    `run --check`: the resolved plan as a table, clock notes and a
-                          time estimate
-  run         runner      every point of a resolved plan in order in this kernel, failed
-                          points recorded, resume
-              search      [search]: where a target stops being met, per setting
-              distribute  the same from the host, over lab kernels here or on Dask workers
-              jobs        a job (some runs, or a search setting) and its wire spec
-              job_host    a job's host side: a lab kernel started, its events followed
-              job_kernel  a job's lab-kernel side (python -m testbed.experiment.run.job_kernel)
-              pools       lab kernels on this host, or Dask workers
-              ledger      what the distributing host keeps account of (Limit, Ledger)
-  measure     rig         one running testbed: network, nfsd and dataset, for points that
-                          share them
-              measure     one point on a rig: mounts, data path, loaders, rows
-              capture     a packet capture of a point and its analysis
-              explain     the model's bounds and the emulator's evidence for a row
-  record      record      the results folder's schema: results.csv's columns and rows,
-                          steps.csv, meta.json
-              marks       marks the host's evidence puts on a run's rows
-              sink        the one writer of a results folder for runs measured elsewhere
-  report      stats       means and intervals over workers and repetitions
-              report      tables, summaries, DLIO files and plots from results.csv
+  plan/     dimensions  the table of knobs (one row per knob)
+            parse       the file -> typed values, checked where written
+            plan        values -> frozen, validated points with co-located baselines
+            kinds       what a point measures: the loader, a trace replayed, checkpoints
+            datapaths   direct / cache / staged, registered by name
+  resolve/  resolve     every decision before a run starts (time_scale "auto": k per
+                        point from a calibration, meta.json's on --resume, or nominal)
+            dilation    time dilation's calibration: what a lab kernel moves per CPU
+            explain     the model's bounds and the emulator's evidence for a row
+  record/   record      the results folder's schema: results.csv's columns and rows,
+                        steps.csv, meta.json
+            marks       marks the host's evidence puts on a run's rows
+            sink        the one writer of a results folder for runs measured elsewhere
+            summary     slowdown, means and intervals over workers and repetitions
+            reruns      the spread between reruns a single run's interval is widened by
+  measure/  rig         one running testbed: network, nfsd and dataset, for points that
+                        share them
+            measure     one point on a rig: mounts, data path, loaders, rows
+            measure_trace, measure_checkpoint  the other kinds' points
+            capture     a packet capture of a point and its analysis
+  run/      runner      every point of a resolved plan in order in this kernel, failed
+                        points recorded, resume
+            search      [search]: where a target stops being met, per setting
+            estimate    `run --check`: the resolved plan as a table, clock notes and a
+                        time estimate
+            distribute  the same from the host, over lab kernels here or on Dask workers
+            jobs        a job (some runs, or a search setting) and its wire spec
+            job_host    a job's host side: a lab kernel started, its events followed
+            job_kernel  a job's lab-kernel side (python -m testbed.experiment.run.job_kernel)
+            pools       lab kernels on this host, or Dask workers
+            ledger      what the distributing host keeps account of (Limit, Ledger)
+  advise/   advise      `testbed advise`: the model's cheapest settings for a goal, the
+                        experiment file of a setting, a confirmation judged
+            confirm     the answer for a person, and the best candidates measured
+            advice_grid advice.json, and a folder of answers as one table
+  report/   report      tables, summaries, DLIO files and plots from results.csv
+            markdown    a results folder (or advise answers) as GitHub markdown
 
 Entry points: run_file (a file, start to report) and run_plan (a loaded plan, resolved
 and run in this kernel). They import the steps when called, so importing this package

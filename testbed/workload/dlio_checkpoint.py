@@ -36,6 +36,10 @@ FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "num_checkpoints_read": ((int,), "reads"),
     "fsync": ((bool,), "fsync"),
 }
+# The largest value a numeric field takes (others: any finite number): an interval
+# between checkpoints beyond a year is no training job, and 1e308 s overflowed the run's
+# estimate (interval x checkpoints x k) to infinity.
+MAXIMUM = {"time_between_checkpoints": 365 * 86_400}
 # Fields of a checkpoint file that do not change what crosses the fibre (read) or that the
 # testbed does not emulate (named in the warning line).
 READ_SECTIONS = ("model", "workflow", "output", "hydra", "profiling")
@@ -109,17 +113,19 @@ def parse(doc: dict[str, Any], flat: dict[str, Any], where: str) -> CheckpointJo
 
 
 def _check(name: str, value: Any, types: tuple[type, ...], where: str) -> None:
-    """A checkpoint field of the right type; numbers finite and >= 0."""
+    """A checkpoint field of the right type; numbers finite, >= 0 and <= its MAXIMUM."""
     if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
         raise SpecError(f"{where}: {name} = {show(value)}: must be "
                         f"{' or '.join(t.__name__ for t in types)}")
     if isinstance(value, NUMBER) and not isinstance(value, bool):
+        top = MAXIMUM.get(name.rpartition(".")[2])
         try:
-            ok = float(value) >= 0 and float(value) != float("inf")
+            ok = 0 <= float(value) < float("inf") and (top is None or float(value) <= top)
         except OverflowError:
             ok = False
         if not ok:
-            raise SpecError(f"{where}: {name} = {show(value)}: must be a finite number >= 0")
+            raise SpecError(f"{where}: {name} = {show(value)}: must be a finite number >= 0"
+                            + (f" and <= {top:,}" if top is not None else ""))
 
 
 def warning(job: CheckpointJob) -> str:

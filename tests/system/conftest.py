@@ -9,19 +9,34 @@ from pathlib import Path
 
 import pytest
 
+import emulation
 from testbed import topology
-from testbed.experiment.resolve.explain import software_emulated
 from testbed.network.engine import Network
 
 pytestmark = pytest.mark.system
 
 
+def machine() -> emulation.Verdict:
+    """Whether this kernel is software-emulated, as the harness reads the environment
+    (tests/emulation.py), never as the testbed judges itself."""
+    try:
+        return emulation.verdict()
+    except emulation.Disagreement as exc:
+        raise pytest.UsageError(f"which machine is this? {exc}") from None
+
+
+def pytest_report_header(config):
+    v = machine()
+    return [f"software emulation (harness): {'yes' if v.emulated else 'no'}: {v.why}"]
+
+
 def pytest_collection_modifyitems(items):
     """Every test here is a system test. Those marked real_clock("why") are skipped, with
     their reason, in a lab kernel on the virtual clock (lab/run --clock virtual|infcpu);
-    those marked keeps_up("why") on QEMU's software emulation (TCG), whose guest CPU cannot
-    carry the rates they compare with the model: the testbed marks such points `tcg`
-    itself, and user-mode Linux (lab/test) runs them."""
+    those marked keeps_up("why") on QEMU's software emulation (TCG, as the harness reads
+    the environment: machine()), whose guest CPU cannot carry the rates they compare with
+    the model: the testbed marks such points `tcg` itself, and user-mode Linux (lab/test)
+    runs them."""
     clock = os.environ.get("APN_LAB_CLOCK", "real")
     for item in items:
         if "tests/system" in str(item.fspath):
@@ -30,9 +45,10 @@ def pytest_collection_modifyitems(items):
         if mark is not None and clock != "real":
             item.add_marker(pytest.mark.skip(reason=f"needs the host's clock: {mark.args[0]}"))
         mark = item.get_closest_marker("keeps_up")
-        if mark is not None and software_emulated():
+        if mark is not None and machine().emulated:
             item.add_marker(pytest.mark.skip(
-                reason=f"QEMU's software emulation cannot carry it: {mark.args[0]}"))
+                reason=f"QEMU's software emulation cannot carry it: {mark.args[0]} "
+                       f"({machine().why})"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -101,9 +117,10 @@ EMULATED = dict(rtt_min_ms=1.0, rtt_median_ms=5.0, one_way_ms=3.0, tcp_median_ms
 
 
 def lab_kind() -> str:
-    """"emulated" on QEMU's software emulation (as the testbed's emulator rules decide
-    it), else the kind lab/run set (uml, qemu-kvm) or "direct" (a kernel of its own)."""
-    if software_emulated():
+    """"emulated" on QEMU's software emulation (as the harness reads the environment:
+    machine()), else the kind lab/run set (uml, qemu-kvm) or "direct" (a kernel of its
+    own)."""
+    if machine().emulated:
         return "emulated"
     return os.environ.get("APN_LAB_KERNEL") or "direct"
 

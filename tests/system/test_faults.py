@@ -118,11 +118,7 @@ def test_a_full_results_disk_stops_the_run_and_resume_completes_it(real_kernel, 
     argv = _testbed("run", str(f), "--out", str(out))
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     results = out / "results.csv"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        if results.exists() and len(results.read_text().splitlines()) >= 2:
-            break
-        time.sleep(0.1)
+    _wait_rows(proc, results, 1)
     assert proc.poll() is None, "the run ended before the disk could be filled"
     filler = _fill(small_disk)
     _, err = proc.communicate(timeout=300)
@@ -146,6 +142,16 @@ def test_a_full_results_disk_stops_the_run_and_resume_completes_it(real_kernel, 
     _nothing_left()
 
 
+def _wait_rows(proc: subprocess.Popen, results: Path, rows: int,
+               deadline_s: float = 240) -> None:
+    """Until results.csv holds `rows` rows (or the run ended, or the deadline passed)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.exists() and len(results.read_text().splitlines()) >= rows + 1:
+            return
+        time.sleep(0.1)
+
+
 def _wait_phase(proc: subprocess.Popen, phase: str, deadline_s: float = 180) -> dict:
     """The run registry of `proc`'s run once it records `phase`."""
     end = time.monotonic() + deadline_s
@@ -159,15 +165,17 @@ def _wait_phase(proc: subprocess.Popen, phase: str, deadline_s: float = 180) -> 
 
 
 def test_ctrl_c_twice_finishes_the_teardown(real_kernel, tmp_path):
-    """Ctrl-C mid-read, then again as soon as the teardown starts: the teardown still
-    runs to its end (no namespace, mount or registry left), the finished points stay
-    in results.csv, and the run exits 130 with a line saying it was interrupted."""
+    """Ctrl-C mid-read of the second point, then again as soon as the teardown starts:
+    the teardown still runs to its end (no namespace, mount or registry left), the
+    finished point stays in results.csv as a whole row, and the run exits 130 with a
+    line saying it was interrupted."""
     f = tmp_path / "plan.toml"
     f.write_text(PLAN)
     out = tmp_path / "out"
     proc = subprocess.Popen(_testbed("run", str(f), "--out", str(out)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_phase(proc, "loader")
+    _wait_rows(proc, out / "results.csv", 1)  # the first point is done (its row written
+    _wait_phase(proc, "loader")  # after it left the loader phase): the next one reads
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _wait_phase(proc, "teardown", deadline_s=60)
@@ -176,6 +184,7 @@ def test_ctrl_c_twice_finishes_the_teardown(real_kernel, tmp_path):
     assert proc.returncode == 130, err[-3000:]
     assert "teardown of tb" in err and "finishes first" in err, err[-3000:]
     assert "interrupted" in _one_line(err)
-    if (out / "results.csv").exists():
-        _whole_rows(out / "results.csv")
+    assert (out / "results.csv").exists(), "the finished point's row is gone"
+    rows = _whole_rows(out / "results.csv")
+    assert 1 <= len(rows) < 4 and all(r["status"] == "ok" for r in rows), rows
     _nothing_left()

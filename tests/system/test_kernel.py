@@ -14,7 +14,18 @@ from pathlib import Path
 
 import pytest
 
+import emulation
+from testbed.experiment.resolve import explain
 from testbed.network import path_metrics
+
+
+def test_the_testbed_knows_its_kernel_as_the_harness_does(real_kernel):
+    """The testbed's own judgement of software emulation (explain.software_emulated, which
+    marks points `tcg`) agrees with the harness's reading of the environment
+    (tests/emulation.py), which alone decides what the system tests skip and widen."""
+    verdict = emulation.verdict()
+    explain.software_emulated.cache_clear()
+    assert explain.software_emulated() is verdict.emulated, verdict.why
 
 
 def test_netem_delay_and_loss_between_two_namespaces(make_net, tol):

@@ -11,6 +11,7 @@ reason naming the server, tear it down, measure the next point on a fresh testbe
 and exit as failed points exit (1)."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,11 +23,28 @@ import pytest
 from runs import STATE, comm_pids, registry_of
 from testbed import launch
 from testbed.experiment.measure.measure import SERVER_CHECK_S
+from testbed.paths import REPO
 from testbed.workload.loader import READ_TIMEOUT_S
 
 pytestmark = [pytest.mark.system, pytest.mark.runner]
 
 NETNS = Path("/run/netns")
+# How long after nfsd stops the point may take to fail: the seconds README states ("within
+# ~1 s") plus MARGIN_S. Measured in UML 7.2 (2026-12-06/07): 0.7-1.0 s from `rpc.nfsd 0` to
+# the failed row, the watch checking every SERVER_CHECK_S (1 s) and shutting the mounts;
+# the margin is half the stated second, for a loaded lab kernel (a check that waits its
+# whole period and a slow teardown), far below the loader's READ_TIMEOUT_S (300 s).
+MARGIN_S = 0.5
+STATED = re.compile(r"nfsd stopped mid-read.*?\| within ~(\d+(?:\.\d+)?) s the point fails")
+
+
+def stated_s() -> float:
+    """The seconds README (or the docs page it moved to) states for the point to fail;
+    every page that states it states the same."""
+    said = {float(x) for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+            for x in STATED.findall(page.read_text())}
+    assert len(said) == 1, f"the docs state {sorted(said) or 'no'} seconds for it"
+    return said.pop()
 
 # Two points on one testbed group: the first (0 km at 100 Mbit/s) reads for 5-10 s,
 # long enough to lose its server mid-read; the second must start clean and measure.
@@ -97,9 +115,9 @@ def test_nfsd_killed_mid_read_fails_the_point_and_the_next_starts_clean(
             proc.kill()
             proc.wait(timeout=30)
 
-    # The point failed promptly (the watch's bound, far below the loader's own), named
-    # the server, and the run went on to measure the next point on a fresh testbed.
-    assert failed_after < min(60.0, READ_TIMEOUT_S), failed_after
+    # The point failed within the seconds the docs state, named the server, and the run
+    # went on to measure the next point on a fresh testbed.
+    assert failed_after <= stated_s() + MARGIN_S, (failed_after, stated_s(), MARGIN_S)
     assert proc.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr, stderr[-2000:]
     errors = [line for line in stderr.splitlines() if line.startswith("testbed: error:")]
@@ -119,5 +137,5 @@ def test_nfsd_killed_mid_read_fails_the_point_and_the_next_starts_clean(
     assert comm_pids(("nfsd",)) == {}
     assert not (STATE / prefix).exists()
     assert not (STATE / f"{prefix}.json").exists()
-    print(f"point failed {failed_after:.1f} s after rpc.nfsd 0 "
+    print(f"point failed {failed_after:.2f} s after rpc.nfsd 0 "
           f"(watch every {SERVER_CHECK_S:g} s)")

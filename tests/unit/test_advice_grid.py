@@ -4,7 +4,6 @@ record advise writes, read back into one row per cell with its verdict."""
 import json
 
 from testbed import cli
-from testbed.experiment.advise import confirm as advice
 from testbed.experiment.advise import advice_grid
 from testbed.experiment.advise import advise as adv
 from testbed.experiment.plan import plan as plan_mod
@@ -20,11 +19,11 @@ def answer(tmp_path, name, **kw):
 
 def test_a_grid_of_answers_is_one_table_with_verdicts(tmp_path, capsys):
     s, a = answer(tmp_path, "a")
-    advice.record(tmp_path / "grid" / "unet3d-3000km-1gpu", s, a, [], 0.5)
+    advice_grid.record(tmp_path / "grid" / "unet3d-3000km-1gpu", s, a, [], 0.5)
     v = adv.Verdict(99.9, 0.1, 0.1, 0.2, 3170.0, 3177.0, "compute", 3, True, "ok")
     s8, a8 = answer(tmp_path, "b", workers=8)
-    advice.record(tmp_path / "grid" / "unet3d-3000km-8gpu", s8, a8,
-                  [(a8.recommended, v)], 600.0)
+    advice_grid.record(tmp_path / "grid" / "unet3d-3000km-8gpu", s8, a8,
+                       [(a8.recommended, v)], 600.0)
     doc = json.loads((tmp_path / "grid" / "unet3d-3000km-8gpu" / "advice.json").read_text())
     assert doc["recommended"]["changes"]["data_path"] == "cache"
     assert doc["confirmations"][0]["confirmed"] is True

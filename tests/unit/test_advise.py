@@ -179,3 +179,29 @@ def test_advise_lifts_the_connection_limit_and_says_which_hosts(tmp_path, capsys
                      "--slowdown-pct", "1", "--model-only", "--host", "ideal"]) == 0
     assert "host profile: ideal" in capsys.readouterr().out
     assert "nconnect" in adv.LIFTS[HOST_CONNECTION] and "RDMA" in adv.LIFTS[HOST_CONNECTION]
+
+def test_confirm_measures_until_a_candidate_holds_and_shows_each_verdict(tmp_path):
+    """The caller's runner measures (and reports) each candidate's file; confirm judges
+    its summary.csv, shows one line per verdict (it prints nothing itself) and stops at
+    the first confirmed: here the recommendation misses, the runner-up holds."""
+    from testbed.experiment.advise import confirm
+    s = adv.Scenario(workload="unet3d-h100", distance_km=3000)
+    a = adv.advise(plan_for(tmp_path), adv.Goal("slowdown_pct", 1))
+    au = iter([80.0, 99.8])
+    ran, shown = [], []
+
+    def run_plan(plan, where):
+        ran.append(where.name)
+        where.mkdir(parents=True)
+        pd.DataFrame([{"baseline": True, "au_pct": 100.0},
+                      {"baseline": False, "au_pct": (x := next(au)), "au_pct_ci": 0.1,
+                       "slowdown_pct": 100 * (100 / x - 1), "slowdown_pct_ci": 0.1,
+                       "throughput_MB_s": 3170.0, "model_MB_s": 3177.0,
+                       "limited_by": "compute", "n": 3}]).to_csv(where / "summary.csv")
+
+    measured = confirm.confirm(s, a, tmp_path / "out", run_plan, 2, shown.append)
+    assert ran == ["candidate-1", "candidate-2"]
+    assert (tmp_path / "out" / "candidate-1.toml").exists()
+    assert [v.confirmed for _, v in measured] == [False, True]
+    assert [c for c, _ in measured] == [a.recommended, a.runner_up]
+    assert shown[0].startswith("not confirmed: ") and shown[1].startswith("CONFIRMED: ")

@@ -1,6 +1,7 @@
 """Bad input never gives a traceback: generated malformed experiment files, -p values,
 trace files, DLIO checkpoint configs and command-line flags each give exactly one line on
-stderr, exit status 2, and nothing in the kernel (no namespace, no run registry).
+stderr, exit status 2, and nothing in the kernel (no namespace, no run registry), within
+README's CPU budget (cpu_budget.py).
 
 Cases are generated from the dimension table (every knob, in [fixed], [sweep] and its own
 table), every table's unknown keys, wrong table types, non-UTF-8 bytes, broken TOML and
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import cpu_budget
 from testbed import cli
 from testbed.experiment.plan import dimensions as dims
 from testbed.paths import REPO
@@ -38,6 +40,9 @@ BAD_BY_KIND = {
 }
 BAD_TEXT = ["abc", "", "nan", "inf", "-inf", "1e999", "４", "١٢", "-1", "99999999999999999999",
             "1.5.2", "0x10", "1_000", " ", "true", "[1]"]
+# The texts of BAD_TEXT a knob of this kind takes (the test's own table, not the parser's
+# word): each must then run (exit 0); every other pair must be refused.
+GOOD_TEXT = {"bool": {"true"}}
 TABLES = ("fixed", "sweep", "search", "mounts.fast", "hosts.fast", "dataset", "workload",
           "server", "cache", "staging", "capture")
 PROFILES = {"mounts": "mount", "hosts": "host"}  # profile tables and the knob naming one
@@ -133,15 +138,11 @@ def file_cases():
 
 
 def param_cases():
-    """(name, -p KEY=VALUE) cases: every knob with bad text, and malformed pairs."""
-    cases = []
-    for d in dims.DIMENSIONS:
-        for text in BAD_TEXT:
-            try:
-                d.parse(text, text=True)
-                continue  # valid for this knob ("true" for a bool, "1" for ...)
-            except ValueError:
-                cases.append((f"p-{d.name}-{text!r}", f"{d.name}={text}"))
+    """(name, -p KEY=VALUE) cases: every knob with every BAD_TEXT but its kind's
+    GOOD_TEXT, and malformed pairs. None is dropped on the parser's word: a value it takes
+    that the run must refuse (`mount=nan` where no [mounts.nan] is defined) stays a case."""
+    cases = [(f"p-{d.name}-{text!r}", f"{d.name}={text}") for d in dims.DIMENSIONS
+             for text in BAD_TEXT if text not in GOOD_TEXT.get(d.kind, ())]
     cases += [("p-no-equals", "nconnect"), ("p-empty-key", "=4"), ("p-unknown", "colour=1"),
               ("p-unknown-fibre", "fibre.x.distance_km=1"), ("p-reps", "repetitions=0"),
               ("p-au-bar", "au_bar=nan")]
@@ -311,11 +312,13 @@ def test_there_are_enough_cases():
 
 
 def one_line_exit_2(argv, capsys):
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:  # argparse
-        code = exc.code
+    with cpu_budget.measured(" ".join(argv)) as spent:
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:  # argparse
+            code = exc.code
     err = capsys.readouterr().err
+    assert not cpu_budget.over(spent[0]), (argv, cpu_budget.over(spent[0]))
     assert code == 2, (argv, code, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("testbed: error: "), (argv, err)
@@ -341,6 +344,24 @@ def test_malformed_file(name, content, tmp_path, capsys):
 @pytest.mark.parametrize("name,pair", PARAMS, ids=[n for n, _ in PARAMS])
 def test_malformed_param(name, pair, capsys):
     one_line_exit_2(["run", "experiments/demo.toml", "--check", "-p", pair], capsys)
+
+
+GOOD = [(d.name, text) for d in dims.DIMENSIONS for text in GOOD_TEXT.get(d.kind, ())]
+
+
+@pytest.mark.parametrize("knob,text", GOOD, ids=[f"{k}={t}" for k, t in GOOD])
+def test_a_bad_text_a_knob_takes_runs(knob, text, capsys):
+    """The few BAD_TEXT values a knob takes (`nocto=true`) are cases too: they run."""
+    assert cli.main(["run", "experiments/demo.toml", "--check", "-p", f"{knob}={text}"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_every_bad_text_is_a_case():
+    """No -p text is dropped: every knob meets every BAD_TEXT, refused or run."""
+    refused = {pair for _, pair in PARAMS}
+    taken = {f"{k}={t}" for k, t in GOOD}
+    every = {f"{d.name}={t}" for d in dims.DIMENSIONS for t in BAD_TEXT}
+    assert every <= refused | taken and not refused & taken, every - refused - taken
 
 
 @pytest.mark.parametrize("name,content", TRACES, ids=[n for n, _ in TRACES])
@@ -393,3 +414,11 @@ def test_readme_and_docs_state_what_runs():
         said = re.findall(r"test_fuzz\.py` feeds (?:the validator|it)\s+([\d,]+) malformed",
                           (REPO / page).read_text())
         assert said == [n], (page, said, n)
+
+
+def test_readme_states_the_cpu_budget_the_tests_hold():
+    """README's "under N s of CPU" is cpu_budget.STATED_S, which every call here and in
+    test_fuzz_properties.py is held to (with its margin for load)."""
+    said = re.findall(r"under (\d+(?:\.\d+)?) s of\s+CPU", (REPO / "README.md").read_text())
+    assert [float(s) for s in said] == [cpu_budget.STATED_S], said
+    assert cpu_budget.STATED_S <= cpu_budget.BUDGET_S <= 2 * cpu_budget.STATED_S

@@ -1,8 +1,6 @@
 """The lab scripts without a guest: lab/run's arguments, the guest's command script, KVM
 detection, QEMU's command line, the shares, the image recipe and its initrd pieces."""
 
-import importlib.machinery
-import importlib.util
 import lzma
 import os
 import shutil
@@ -13,27 +11,10 @@ from pathlib import Path
 
 import pytest
 
-LAB = Path(__file__).resolve().parents[2] / "lab"
-sys.path.insert(0, str(LAB))
-
-import guest  # noqa: E402
-import qemu_vm  # noqa: E402
-import vm_boot  # noqa: E402
-import vm_box  # noqa: E402
-import vm_recipe  # noqa: E402
-import vm_rootfs  # noqa: E402
-from build_step import ImageError  # noqa: E402
-
-
-def load_script(name: str):
-    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), str(LAB / name))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-lab_run = load_script("run")
+from lab import build_uml, guest, qemu_vm, vm_boot, vm_box, vm_recipe, vm_rootfs
+from lab import run as lab_run
+from lab.build_step import ImageError
+from lab.lab_paths import LAB
 
 
 # ---- lab/run arguments -----------------------------------------------------------------
@@ -105,7 +86,6 @@ def test_parse_mem(text, mib):
 
 # ---- lab/build-uml --------------------------------------------------------------------------
 
-build_uml = load_script("build-uml")
 
 
 class FakeArchive:
@@ -502,5 +482,48 @@ def test_host_meter_writes_what_the_guest_reads(tmp_path, monkeypatch):
     assert second[1] - first[1] >= 0.45, (first, second)  # the child's 0.5 s of CPU
     share = labkernel.host_share(first, second)
     assert share["host_cpu_pct"] > 0 and share["host_wait_pct"] >= 0
+    assert share["host_steal_pct"] >= 0 and second[3] >= first[3]
     monkeypatch.delenv(labkernel.HOST_METER_ENV)
     assert labkernel.host_sample() is None
+
+
+STAT = """cpu  {user} 0 500 {idle} 40 0 7 {steal} 0 0
+cpu0 {user} 0 250 {idle} 20 0 3 {steal} 0 0
+cpu1 0 0 250 0 20 0 4 0 0 0
+intr 1 2 3
+"""
+
+
+def test_steal_is_seconds_per_cpu_from_proc_stat(tmp_path):
+    """/proc/stat's 8th figure (steal, in USER_HZ ticks summed over the CPUs) over the
+    CPUs it sums: 2 CPUs with 4 s stolen between them is 2 s a CPU; unreadable is 0."""
+    from testbed import procfs
+    stat = tmp_path / "stat"
+    stat.write_text(STAT.format(user=100, idle=900, steal=4 * procfs.USER_HZ))
+    assert procfs.steal_s(stat) == 2.0
+    stat.write_text("cpu  1 2 3\n")
+    assert procfs.steal_s(stat) == 0.0
+    assert procfs.steal_s(tmp_path / "absent") == 0.0
+
+
+def test_host_share_names_the_stolen_share_of_wall_time():
+    """Two meter samples 10 s apart with 1.5 s stolen from each CPU: 15 % steal, beside
+    the kernel's own CPU and wait shares."""
+    from testbed import labkernel
+    share = labkernel.host_share((100.0, 5.0, 1.0, 20.0), (110.0, 9.0, 2.0, 21.5))
+    assert share == {"host_cpu_pct": 40.0, "host_wait_pct": 10.0, "host_steal_pct": 15.0}
+
+
+def test_lab_run_and_the_hosts_lab_kernels_start_the_same_code():
+    """The lab/run script and testbed's LabKernel both run the module lab.run from the
+    repository root (where lab and testbed import with no sys.path edit), the script
+    with the machine's python3 before any venv exists."""
+    from testbed.labkernel import LAB_RUN, LabKernel
+    assert LabKernel(["true"], console=Path("/dev/null"), timeout_s=5).argv[3:6] == \
+        [sys.executable, *LAB_RUN]
+    module = subprocess.run([sys.executable, *LAB_RUN, "--help"], cwd=LAB.parent,
+                            capture_output=True, text=True, timeout=60)
+    script = subprocess.run([str(LAB / "run"), "--help"], cwd="/",  # from any folder
+                            capture_output=True, text=True, timeout=60)
+    for proc in (module, script):
+        assert proc.returncode == 0 and proc.stdout.startswith("usage: lab/run"), proc.stderr

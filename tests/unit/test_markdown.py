@@ -3,12 +3,13 @@ synthetic results folder, stale and fresh generated blocks, one-line errors, and
 the checkout's README.md and docs/*.md hold what their results folders generate."""
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from testbed import cli, docs
+from testbed import cli, docs, suite
 from testbed.errors import SpecError
 from testbed.experiment.report import markdown
 from testbed.paths import REPO
@@ -89,9 +90,40 @@ def test_docs_rewrites_stale_blocks_and_check_finds_them(folder: Path):
 
 def test_only_the_report_command_may_generate(tmp_path: Path):
     (tmp_path / "README.md").write_text("<!-- generated: rm -rf / -->\n<!-- end generated -->")
-    with pytest.raises(SpecError, match="only `testbed report DIR --markdown`"):
+    with pytest.raises(SpecError, match="only `testbed report DIR --markdown` or `testbed "
+                                        "docs --tests`"):
         docs.update(tmp_path, check=True)
 
+
+
+SUITE = {
+    "unit/test_u.py": "import pytest\ndef test_a(): pass\ndef test_b(): pass\n"
+                      "@pytest.mark.system\ndef test_c(): pass\n",
+    "lab/test_l.py": "import pytest\n@pytest.mark.lab\ndef test_l(): pass\n",
+    "system/test_s.py": "import pytest\npytestmark = pytest.mark.system\n"
+                        "def test_s(): pass\n@pytest.mark.rdma\ndef test_r(): pass\n",
+}
+
+
+def test_the_suite_block_counts_what_pytest_collects(tmp_path: Path):
+    """`testbed docs --tests`: per lab/test run, what pytest collects with its marks."""
+    for name, text in SUITE.items():
+        (tmp_path / "tests" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tests" / name).write_text(text)
+    (tmp_path / "README.md").write_text("<!-- generated: testbed docs --tests -->\n"
+                                        "| 2,365 unit tests |\n<!-- end generated -->\n")
+    assert [b.stale for b in docs.update(tmp_path)] == [True]
+    text = (tmp_path / "README.md").read_text()
+    counts = [line.split(" | ")[3] for line in text.splitlines() if line.startswith("| ")][1:]
+    assert counts == ["2", "1", "1", "1"], text
+    assert "5 tests; `sudo lab/test` runs 4 of them and leaves out 1." in text
+
+
+def test_the_suite_runs_what_lab_test_runs():
+    """suite.PARTS holds the marks lab/test runs with (-m MARKS), and no others."""
+    script = (REPO / "lab" / "test").read_text()
+    used = {a or b for a, b in re.findall(r'-m "([^"$]+)"|-m (\w+)', script)} - {"pytest"}
+    assert {p.marks for p in suite.PARTS} == used, used
 
 
 def test_readme_and_docs_generated_blocks_are_up_to_date():

@@ -2,14 +2,10 @@
 cache's allowance), drift in %, first vs last means, and when the goal is met."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import soak  # noqa: E402
+from benchmarks import soak
 
 
 def test_leaks_count_only_growth_beyond_the_allowance():

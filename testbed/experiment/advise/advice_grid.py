@@ -1,6 +1,7 @@
-"""A folder of `testbed advise` answers (one sub-folder per workload x distance x GPUs,
-each with its advice.json) as one markdown table: what benchmarks/poc_advise.py prints
-and what `testbed report DIR --markdown` (so `testbed docs`) regenerates from the folder.
+"""advice.json, what `testbed advise` answered (record writes it into the answer's
+folder), and a folder of answers (one sub-folder per workload x distance x GPUs) as one
+markdown table: what benchmarks/poc_advise.py prints and what
+`testbed report DIR --markdown` (so `testbed docs`) regenerates from the folder.
 
 A row is a cell: the cheapest setting that keeps the goal, the model's rate and limit,
 and, where it was confirmed in emulation, the measured rate, AU and slowdown with their
@@ -10,12 +11,42 @@ the figures were measured and how long the grid took.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 from typing import Any
 
-RECORD = "advice.json"
+from testbed import atomic
+from testbed.experiment.advise import advise as adv
+
+RECORD = "advice.json"  # what advise answered, in its output folder
+
+
+def _candidate(c: adv.Candidate | None) -> dict[str, Any] | None:
+    """A candidate as advice.json holds it (None stays None)."""
+    if c is None:
+        return None
+    return {"setting": c.text, "changes": dict(c.changes), "tier": adv.TIERS[c.tier],
+            "model_MB_s": c.model_MB_s, "demand_MB_s": c.demand_MB_s,
+            "au_pct": c.au_pct, "limited_by": c.limited_by, "meets": c.meets}
+
+
+def record(folder: Path, s: adv.Scenario, a: adv.Advice,
+           measured: list[tuple[adv.Candidate, adv.Verdict]], seconds: float) -> Path:
+    """Write advise's answer (the scenario, the goal, the model's path, recommendation
+    and runner-up, every confirmation's verdict, the wall time) as JSON into `folder`:
+    what a table over many advise runs (benchmarks/poc_advise.py) is built from."""
+    doc = {"scenario": dataclasses.asdict(s), "goal": a.goal.text,
+           "path": [_candidate(c) for c in a.path], "recommended": _candidate(a.recommended),
+           "runner_up": _candidate(a.runner_up), "stopped_by": a.stopped_by,
+           "notes": a.notes,
+           "confirmations": [{"candidate": _candidate(c), **dataclasses.asdict(v)}
+                             for c, v in measured],
+           "seconds": seconds}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / RECORD
+    return atomic.write_text(path, json.dumps(doc, indent=1, allow_nan=True) + "\n")
 
 
 def is_grid(path: Path) -> bool:
@@ -38,7 +69,7 @@ def _pm(v: float, ci: float) -> str:
     return f"{v:.2f} ± {ci:.2f}" if ci is not None and math.isfinite(ci) else f"{v:.2f}"
 
 
-def _rate(mb_s: float) -> str:
+def rate(mb_s: float) -> str:
     """A rate in MB/s, readable from KB/s streams to GB/s reads ("-" when unknown)."""
     if mb_s is None or not math.isfinite(mb_s):
         return "-"
@@ -70,12 +101,12 @@ def row(doc: dict[str, Any]) -> dict[str, str]:
         setting, model = f"none: stopped by {doc['stopped_by']}", "-"
     else:
         setting = shown["setting"].replace("_", "\\_")
-        model = f"{_rate(shown['model_MB_s'])} ({shown['limited_by']})"
+        model = f"{rate(shown['model_MB_s'])} ({shown['limited_by']})"
     au = sd = mbs = "-"
     if last is not None:
         au = _pm(last["au_pct"], last["au_ci"])
         sd = _pm(last["slowdown_pct"], last["slowdown_ci"])
-        mbs = f"{_rate(last['throughput_MB_s'])} ({last['limited_by']})"
+        mbs = f"{rate(last['throughput_MB_s'])} ({last['limited_by']})"
     return {"workload": s["workload"], "GPUs": str(s["workers"]),
             "km": f"{s['distance_km']:,.0f}", "cheapest setting within the goal": setting,
             "model MB/s (limit)": model, "measured MB/s (limit)": mbs, "AU %": au,

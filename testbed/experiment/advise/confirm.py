@@ -1,49 +1,36 @@
-"""`testbed advise`: the model's candidates printed cheapest first, then the best of them
-confirmed in emulation (testbed.experiment.advise.advise proposes and judges; this composes it
-with the runner, as `testbed run` does, and prints).
+"""`testbed advise`'s answer for a person, and its confirmation in emulation: the model's
+candidates as a table and lines (advise.advise proposes; the CLI prints what this module
+returns, the library never prints), then the best of them measured and judged
+(advise.judge) until one is confirmed.
 
 A confirmation is an experiment file written into the output folder (CANDIDATE.toml:
 the setting at the distance and co-located, `repetitions` runs each) and measured into
-a results folder beside it, so every figure can be re-run and re-reported.
+a results folder beside it by the caller's runner, which reports it as `testbed run`
+does, so every figure can be re-run and re-reported. What advise answered is kept in
+advice.json (advice_grid.record).
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import math
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from testbed import atomic
 from testbed.experiment.advise import advise as adv
+from testbed.experiment.advise.advice_grid import rate
 from testbed.experiment.plan import plan as plan_mod
-from testbed.experiment.report import report
 from testbed.experiment.plan.plan import Plan
 from testbed.schema import HOST_PROFILES
 
-RunPlan = Callable[[Plan, Path], Any]  # measure a plan into a folder (as `testbed run`)
-
-
-def scenario(args: argparse.Namespace) -> adv.Scenario:
-    """The scenario the command line asks about."""
-    return adv.Scenario(workload=args.workload, distance_km=args.distance_km, rate=args.rate,
-                        loss_pct=args.loss_pct, workers=args.workers,
-                        topology=args.topology, files=args.files,
-                        repetitions=args.repetitions, host=args.host)
-
-
-def goal(args: argparse.Namespace) -> adv.Goal:
-    """The goal the command line sets (one of --slowdown-pct, --au-pct)."""
-    if args.au_pct is not None:
-        return adv.Goal("au_pct", args.au_pct)
-    return adv.Goal("slowdown_pct", args.slowdown_pct)
+# Measure a plan into a folder and write its report (summary.csv), as `testbed run` does.
+RunPlan = Callable[[Plan, Path], Any]
+Show = Callable[[Any], None]  # shows a person a line or a table as it happens (the CLI's)
 
 
 def load(s: adv.Scenario, changes: tuple[tuple[str, Any], ...], folder: Path,
@@ -53,11 +40,6 @@ def load(s: adv.Scenario, changes: tuple[tuple[str, Any], ...], folder: Path,
     path = folder / f"{name}.toml"
     atomic.write_text(path, adv.experiment_text(s, changes, name))
     return plan_mod.load(path)
-
-
-def rate(mb_s: float) -> str:
-    """A rate in MB/s, readable from KB/s streams to GB/s reads."""
-    return f"{mb_s:,.0f}" if mb_s >= 10 else f"{mb_s:.3g}"
 
 
 def _table(a: adv.Advice) -> Table:
@@ -74,42 +56,41 @@ def _table(a: adv.Advice) -> Table:
     return t
 
 
-def print_model(out: Console, a: adv.Advice, seconds: float, host: str = "") -> None:
-    """The model's answer: the host profile it assumed, its candidates, the
-    recommendation and runner-up, or the limit that stops every candidate."""
-    if host:
-        out.print(f"host profile: {host} ({host_text(host)}; docs/hosts.md)", markup=False)
-    out.print(_table(a))
-    for note in a.notes:
-        out.print(f"note: {note}")
-    if a.recommended is None:
-        last = a.path[-1]
-        out.print(f"no allowed setting meets the goal in the model: the best, {last.text}, "
-                  f"reads {rate(last.model_MB_s)} of {rate(last.demand_MB_s)} MB/s, limited "
-                  f"by {last.limited_by}; what would lift it: "
-                  f"{adv.LIFTS.get(last.limited_by, '?')}")
-    else:
-        r = a.recommended
-        out.print(f"model: {r.text} meets the goal ({r.au_pct:.1f} % AU, "
-                  f"{rate(r.model_MB_s)} of {rate(r.demand_MB_s)} MB/s; cost: "
-                  f"{adv.TIERS[r.tier]})")
-        if a.runner_up is not None:
-            out.print(f"runner-up: {a.runner_up.text} ({a.runner_up.au_pct:.1f} % AU; "
-                      f"{adv.TIERS[a.runner_up.tier]})")
-        out.print("to paste into an experiment file:\n" + adv.snippet(r))
-    out.print(f"model answered in {seconds:.2f} s")
-
-
 def host_text(name: str) -> str:
     """A host profile in words: a preset's description, or "[hosts.NAME]"."""
     profile = HOST_PROFILES.get(name)
     return profile.what if profile else f"[hosts.{name}] of the experiment file"
 
 
-def confirm(out: Console, s: adv.Scenario, a: adv.Advice, folder: Path,
-            run_plan: RunPlan, how_many: int) -> list[tuple[adv.Candidate, adv.Verdict]]:
+def model_answer(a: adv.Advice, seconds: float, host: str = "") -> list[Any]:
+    """The model's answer, to show in order: the host profile it assumed, its candidates
+    (a table), the notes, the recommendation and runner-up or the limit that stops every
+    candidate, the time."""
+    shown: list[Any] = [Text(f"host profile: {host} ({host_text(host)}; docs/hosts.md)")] \
+        if host else []
+    shown += [_table(a), *(f"note: {note}" for note in a.notes)]
+    if a.recommended is None:
+        last = a.path[-1]
+        shown.append(f"no allowed setting meets the goal in the model: the best, {last.text}, "
+                     f"reads {rate(last.model_MB_s)} of {rate(last.demand_MB_s)} MB/s, "
+                     f"limited by {last.limited_by}; what would lift it: "
+                     f"{adv.LIFTS.get(last.limited_by, '?')}")
+    else:
+        r = a.recommended
+        shown.append(f"model: {r.text} meets the goal ({r.au_pct:.1f} % AU, "
+                     f"{rate(r.model_MB_s)} of {rate(r.demand_MB_s)} MB/s; cost: "
+                     f"{adv.TIERS[r.tier]})")
+        if a.runner_up is not None:
+            shown.append(f"runner-up: {a.runner_up.text} ({a.runner_up.au_pct:.1f} % AU; "
+                         f"{adv.TIERS[a.runner_up.tier]})")
+        shown.append("to paste into an experiment file:\n" + adv.snippet(r))
+    return [*shown, f"model answered in {seconds:.2f} s"]
+
+
+def confirm(s: adv.Scenario, a: adv.Advice, folder: Path, run_plan: RunPlan,
+            how_many: int, show: Show) -> list[tuple[adv.Candidate, adv.Verdict]]:
     """Measure the model's best candidates (recommendation, runner-up; the best it found
-    when nothing meets the goal) until one is confirmed; print each verdict. Returns
+    when nothing meets the goal) until one is confirmed; show each verdict. Returns
     every candidate measured with its verdict, the confirmed one (if any) last."""
     picks = [c for c in (a.recommended, a.runner_up) if c is not None] or [a.path[-1]]
     measured: list[tuple[adv.Candidate, adv.Verdict]] = []
@@ -118,39 +99,12 @@ def confirm(out: Console, s: adv.Scenario, a: adv.Advice, folder: Path,
         plan = load(s, cand.changes, folder, name)
         t0 = time.monotonic()
         run_plan(plan, folder / name)
-        built = report.build(folder / name, plan)  # writes summary.csv
-        out.print(built.table)
         v = adv.judge(a.goal, pd.read_csv(folder / name / "summary.csv"))
-        out.print(_verdict_line(cand, v, time.monotonic() - t0, folder / name))
+        show(_verdict_line(cand, v, time.monotonic() - t0, folder / name))
         measured.append((cand, v))
         if v.confirmed:
             break
     return measured
-
-
-RECORD = "advice.json"  # what advise answered, in its output folder
-
-
-def record(folder: Path, s: adv.Scenario, a: adv.Advice,
-           measured: list[tuple[adv.Candidate, adv.Verdict]], seconds: float) -> Path:
-    """Write advise's answer (the scenario, the goal, the model's path, recommendation
-    and runner-up, every confirmation's verdict, the wall time) as JSON into `folder`:
-    what a table over many advise runs (benchmarks/poc_advise.py) is built from."""
-    def cand(c: adv.Candidate | None) -> dict[str, Any] | None:
-        if c is None:
-            return None
-        return {"setting": c.text, "changes": dict(c.changes), "tier": adv.TIERS[c.tier],
-                "model_MB_s": c.model_MB_s, "demand_MB_s": c.demand_MB_s,
-                "au_pct": c.au_pct, "limited_by": c.limited_by, "meets": c.meets}
-    doc = {"scenario": dataclasses.asdict(s), "goal": a.goal.text,
-           "path": [cand(c) for c in a.path], "recommended": cand(a.recommended),
-           "runner_up": cand(a.runner_up), "stopped_by": a.stopped_by, "notes": a.notes,
-           "confirmations": [{"candidate": cand(c), **dataclasses.asdict(v)}
-                             for c, v in measured],
-           "seconds": seconds}
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / RECORD
-    return atomic.write_text(path, json.dumps(doc, indent=1, allow_nan=True) + "\n")
 
 
 def _pm(value: float, ci: float) -> str:

@@ -1,7 +1,7 @@
 """[capture]: a packet capture on the first worker during repetition 0 of a point, and
 its analysis into capture/<point>/ (rpcs.csv, timeline.csv, summary.json, inflight.png)
-and the in-flight columns of that worker's row. Capturing costs the lab's CPU: compare
-captured rows with each other (column `captured`)."""
+and the in-flight columns of that worker's row (record.CAPTURE). Capturing costs the
+lab's CPU: compare captured rows with each other (column `captured`)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,10 @@ from typing import Any
 
 from testbed import atomic, topology
 from testbed.experiment.plan.parse import CaptureOption
+from testbed.experiment.record.record import CAPTURE
 from testbed.network.engine import Network
 from testbed.packets import nfs_rpc
 from testbed.packets.sniffer import Capture
-
-COLUMNS = ("reads_in_flight_mean", "read_bytes_in_flight_mean", "bdp_bytes",
-           "in_flight_of_bdp", "read_size_median", "read_latency_median_ms",
-           "retransmitted_to_client", "capture_dropped")
-
 
 def slug(text: str) -> str:
     """A file-system-safe name for a point id."""
@@ -62,4 +58,4 @@ def analyse(cap: Capture, opt: CaptureOption, out: Path, name: str, rate_mbit: f
     nfs_rpc.plot(a, d / "inflight.png", title=name)
     if opt.keep_pcap:
         pcap.replace(d / "capture.pcap")
-    return {k: summary.get(k, math.nan) for k in COLUMNS}
+    return {k: summary.get(k, math.nan) for k in CAPTURE}

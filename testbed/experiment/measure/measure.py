@@ -137,12 +137,23 @@ def _run_loaders(roots: list[Path], point: Point, rep: int, paths: list[WorkerPa
     return runs
 
 
-def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dict[str, Any]]:
-    """Measure one repetition of a point on a running rig; its rows, one per worker.
+@dataclass
+class Measured:
+    """One measurement of a run: its rows (one per worker) and its loaders' raw steps
+    (steps.csv lines, record.step_lines; none for the other kinds). Whoever keeps the
+    measurement writes both (the runner may set it aside and measure again)."""
+
+    rows: list[dict[str, Any]]
+    steps: list[tuple[Any, ...]]
+
+
+def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> Measured:
+    """Measure one repetition of a point on a running rig (captures land in `out`).
 
     Raises PointFailed (or the service's error) when the point cannot be measured; its
     teardown stack has run by then."""
     state = rig.net.state
+    steps: list[tuple[Any, ...]] = []
     with ExitStack() as stack:
         mounts, prepared = _mount(rig, point, rep, stack)
         cap = None
@@ -153,7 +164,7 @@ def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dic
         state.set_phase(kind)
         if kind == kinds.LOADER:
             runs, ctx = _load(rig, point, rep, mounts, prepared)
-            record.write_steps(out, point.run_id(rep), rig.workers, runs)
+            steps = record.step_lines(point.run_id(rep), rig.workers, runs)
             rows = _rows(plan, rig, point, rep, runs, prepared, ctx)
         else:
             rows = OTHER_KINDS[kind](plan, rig, point, rep, mounts, prepared,
@@ -161,7 +172,7 @@ def measure(plan: Plan, rig: Rig, point: Point, rep: int, out: Path) -> list[dic
         if cap is not None:
             _add_capture(plan, cap, rows, rig, point, out)
     state.set_phase("between points")
-    return rows
+    return Measured(rows, steps)
 
 
 def _mount(rig: Rig, point: Point, rep: int, stack: ExitStack) -> tuple[list[NfsMount],

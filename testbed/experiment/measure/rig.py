@@ -56,19 +56,20 @@ def build_topology(point: Point) -> topology.SiteTopo:
 @dataclass(frozen=True)
 class MachineSample:
     """What the machine has done so far, read before and after a measurement: the CPU's
-    busy and total jiffies, lab/run's host meter (None outside lab/run) and how often the
-    hosts' TCP met the kernel's memory pressure."""
+    busy and total jiffies, the host meter (labkernel.meter_sample: lab/run's, or this
+    machine's own steal outside a lab kernel) and how often the hosts' TCP met the
+    kernel's memory pressure."""
 
     cpu: tuple[float, float]
-    host: tuple[float, float, float] | None
+    host: labkernel.HostSample
     pressures: int
 
     def since(self, before: MachineSample) -> tuple[float, dict[str, float], int]:
         """Between `before` and this sample: the CPU's busy share (%), the host meter's
-        host_cpu_pct and host_wait_pct ({} without it) and the memory pressures met."""
-        host = labkernel.host_share(before.host, self.host) \
-            if before.host is not None and self.host is not None else {}
-        return procfs.busy_pct(before.cpu, self.cpu), host, self.pressures - before.pressures
+        host_cpu_pct, host_wait_pct and host_steal_pct (NaN where unknown) and the
+        memory pressures met."""
+        return (procfs.busy_pct(before.cpu, self.cpu),
+                labkernel.host_share(before.host, self.host), self.pressures - before.pressures)
 
 
 class Rig:
@@ -181,7 +182,7 @@ class Rig:
     def machine(self) -> MachineSample:
         """The machine's counters now (MachineSample; a difference in TCP's memory
         pressures marks a measurement "tcpmem")."""
-        return MachineSample(procfs.cpu_times(), labkernel.host_sample(),
+        return MachineSample(procfs.cpu_times(), labkernel.meter_sample(),
                              tcp_memory.total_pressures(self.net.namespace(h)
                                                         for h in self.net.hosts))
 

@@ -79,7 +79,9 @@ class SearchSpec:
     op: str
     target: float
     tolerance: float
-    max_points: int = 12
+    max_points: int = FILE_SETTINGS["max_points"].default
+    max_runs: int = FILE_SETTINGS["max_runs"].default  # a probe's runs before it is left
+    # undecided (search.py)
 
     def meets(self, value: float) -> bool:
         """Whether a measured metric meets the target (NaN never does)."""
@@ -426,12 +428,13 @@ def _target(text: Any, where: Where) -> tuple[str, str, float]:
 
 
 def _search(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
-    """[search] knob, range = [lo, hi], target = "au_pct >= 90", tolerance, max_points."""
+    """[search] knob, range = [lo, hi], target = "au_pct >= 90", tolerance, max_points,
+    max_runs."""
     table = _table(cfg, "search", where)
     if not table:
         return
     w = where.at("search")
-    known = ("knob", "range", "target", "tolerance", "max_points")
+    known = ("knob", "range", "target", "tolerance", "max_points", "max_runs")
     for k, v in table.items():
         if k not in known:
             raise w.error(k, v, "unknown key" + did_you_mean(k, known) + f"; known: "
@@ -450,12 +453,11 @@ def _search(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:
         raise w.error("range", rng, "low must be below high")
     metric, op, target = _target(table["target"], w)
     tol = _checked(tolerance_row(key.dim.unit, hi - lo), table["tolerance"], w, "tolerance")
-    maxp = _checked(FILE_SETTINGS["max_points"],
-                    table.get("max_points", FILE_SETTINGS["max_points"].default), w,
-                    "max_points")
+    maxp, maxr = (_checked(FILE_SETTINGS[k], table.get(k, FILE_SETTINGS[k].default), w, k)
+                  for k in ("max_points", "max_runs"))
     if key in raw.fixed:
         raise w.error("knob", table["knob"], "also given in [fixed]")
-    raw.search = SearchSpec(key, lo, hi, metric, op, target, tol, maxp)
+    raw.search = SearchSpec(key, lo, hi, metric, op, target, tol, maxp, maxr)
 
 
 def _capture(cfg: dict[str, Any], raw: RawPlan, where: Where) -> None:

@@ -20,11 +20,10 @@ from typing import Any
 
 from testbed import atomic, results, workload
 from testbed.errors import SpecError
-from testbed.experiment.measure import capture as capture_mod
-from testbed.experiment.resolve import explain as explain_mod
 from testbed.experiment.plan import kinds
-from testbed.experiment.resolve import resolve
 from testbed.experiment.plan.plan import Plan, Point, format_value
+from testbed.experiment.resolve import explain as explain_mod
+from testbed.experiment.resolve import resolve
 
 RUN = ("point", "repetition", "status", "reason", "baseline", "baseline_point", "worker",
        "site")
@@ -33,17 +32,22 @@ METRICS = (*workload.loader.NAN_SUMMARY, "prep_s")
 STEP_COLUMNS = ("point", "worker", "step", "start_s", "wait_s", "compute_s", "bytes",
                 "samples", "measured")
 SEARCH_COLUMNS = ("setting", "knob", "target", "meets_up_to", "fails_from",
-                  "metric_at_meets", "metric_at_fails", "crossing", "uncertainty", "points",
-                  "note")
-CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "read_ahead_kb_kernel", "loss_seed",
-           "line_use_pct", "tcp_mem_pressures", *explain_mod.COLUMNS)
+                  "metric_at_meets", "metric_at_fails", "half_at_meets", "half_at_fails",
+                  "crossing", "uncertainty", "points", "runs", "undecided", "note")
+CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "host_steal_pct",
+           "read_ahead_kb_kernel", "loss_seed", "line_use_pct", "tcp_mem_pressures",
+           *explain_mod.COLUMNS, "remeasured", "remeasured_why")
 
 
-# A checkpoint point's own figures (experiment.measure_checkpoint), after METRICS.
+# A checkpoint point's own figures (measure.measure_checkpoint), after METRICS.
 CHECKPOINT = ("write_s", "write_ci_s", "read_s", "read_ci_s", "fsync_s", "warmup_write_s",
               "write_MB_s", "read_MB_s", "rank_MB", "checkpoint_MB", "checkpoints_verified",
               "interval_s", "training_time_lost_pct", "write_model_s", "write_full_model_s",
               "full_limited_by", "full_lost_pct")
+# A captured point's in-flight figures on its first worker (measure.capture), last.
+CAPTURE = ("reads_in_flight_mean", "read_bytes_in_flight_mean", "bdp_bytes",
+           "in_flight_of_bdp", "read_size_median", "read_latency_median_ms",
+           "retransmitted_to_client", "capture_dropped")
 
 
 def columns(plan: Plan) -> list[str]:
@@ -51,7 +55,7 @@ def columns(plan: Plan) -> list[str]:
     first = plan.points[0]
     knob_cols = [k.column for k, _ in first.settings]
     ident = [k.column for k in plan.id_keys if k.column not in knob_cols]
-    extra = [*capture_mod.COLUMNS, "captured"] if plan.capture else []
+    extra = [*CAPTURE, "captured"] if plan.capture else []
     own = CHECKPOINT if kinds.name_of(plan) == kinds.CHECKPOINT else ()
     return [*RUN, *ident, *knob_cols, *PATH, *METRICS, *own, *CONTEXT, *extra]
 
@@ -82,20 +86,26 @@ def failed_rows(plan: Plan, point: Point, rep: int, reason: str,
     return rows
 
 
-def write_steps(out: Path, run_id: str, workers: list[str],
-                runs: list[workload.LoaderRun]) -> None:
-    """Append every step's raw timings to steps.csv (so any figure can be recomputed)."""
+def step_lines(run_id: str, workers: list[str],
+               runs: list[workload.LoaderRun]) -> list[tuple[Any, ...]]:
+    """Every loader step's raw timings as steps.csv lines (STEP_COLUMNS), so that any
+    figure can be recomputed."""
+    return [(run_id, worker, s.index, f"{s.start_s:.6f}", f"{s.wait_s:.6f}",
+             f"{s.compute_s:.6f}", s.bytes, s.samples, i in run.window)
+            for worker, run in zip(workers, runs) for i, s in enumerate(run.steps)]
+
+
+def write_steps(out: Path, lines: list[tuple[Any, ...]]) -> None:
+    """Append steps.csv lines (step_lines), the header first in a new file."""
+    if not lines:
+        return
     path = out / "steps.csv"
     new = not path.exists()
     with atomic.appending(path) as fh:
         w = csv.writer(fh)
         if new:
             w.writerow(STEP_COLUMNS)
-        for worker, run in zip(workers, runs):
-            window = run.window
-            w.writerows((run_id, worker, s.index, f"{s.start_s:.6f}", f"{s.wait_s:.6f}",
-                         f"{s.compute_s:.6f}", s.bytes, s.samples, i in window)
-                        for i, s in enumerate(run.steps))
+        w.writerows(lines)
 
 
 def open_store(plan: Plan, out: Path, resume: bool) -> results.ResultStore:

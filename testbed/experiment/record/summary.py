@@ -5,7 +5,8 @@ shared by the report and the search.
 Slowdown is time per training step against the baseline's (mean over its workers and
 repetitions): a point and its baseline may measure different numbers of steps. Intervals
 of a point over several rows (workers x repetitions) are Student t intervals over the
-rows; a point measured once takes its row's own interval (batch means over its steps).
+rows; a point measured once takes its row's own interval (batch means over its steps)
+widened by the spread between reruns measured for its kind of point (reruns).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from testbed import stats as base_stats
+from testbed.experiment.record import reruns
 from testbed.stats import t95  # noqa: F401 (the experiment's intervals use it too)
 
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -64,10 +66,12 @@ def mean_ci(values: pd.Series) -> tuple[float, float]:
 
 def point_ci(rows: pd.DataFrame, metric: str, own_ci: str | None) -> tuple[float, float]:
     """A metric's mean over a point's rows and its 95 % half-width: over the rows when
-    there are several, else the row's own interval (column own_ci)."""
+    there are several, else the row's own interval (column own_ci) widened by the rerun
+    spread measured for its kind of point (reruns), so that it covers a rerun."""
     mean, ci = mean_ci(rows[metric])
     if len(rows) == 1 and own_ci and own_ci in rows:
-        ci = float(rows[own_ci].iloc[0])
+        kind = str(rows["limited_by"].iloc[0]) if "limited_by" in rows else ""
+        ci = reruns.widened(float(rows[own_ci].iloc[0]), metric, kind)
     elif own_ci and own_ci in rows and rows[metric].nunique(dropna=False) == 1:
         ci = float(rows[own_ci].max())  # one figure of the whole job on every row (a
         # checkpoint's slowest rank): its own interval, not the rows' zero spread
@@ -99,8 +103,9 @@ def _labels(ok: pd.DataFrame) -> dict[str, Any]:
 
 def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per group of `by` (point_id and, say, site): n, failures, and mean +- 95 % CI of
-    AU, throughput and slowdown, with the medians of the context columns and the
-    largest line_use_pct (the workers' sum against the line they share)."""
+    AU, throughput and slowdown, with the medians of the context columns, the largest
+    line_use_pct (the workers' sum against the line they share), steal and host wait,
+    and how many measurements were set aside and measured again."""
     rows: list[dict[str, Any]] = []
     for key, g in df.groupby(by, sort=False, dropna=False):
         ok = ok_rows(g)
@@ -115,8 +120,11 @@ def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         if "full_limited_by" in ok:
             row["full_limited_by"] = str(ok["full_limited_by"].mode().iloc[0]) \
                 if ok["full_limited_by"].notna().any() else ""
-        if "line_use_pct" in ok:
-            row["line_use_pct"] = float(ok["line_use_pct"].max()) if len(ok) else math.nan
+        for col in ("line_use_pct", "host_steal_pct", "host_wait_pct"):  # the worst
+            if col in ok:
+                row[col] = float(ok[col].max()) if len(ok) else math.nan
+        if "remeasured" in ok:
+            row["remeasured"] = int(ok["remeasured"].fillna(0).sum())
         row.update(_labels(ok))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -161,6 +161,18 @@ def provenance(folder: Folder, command: str) -> str:
     return text + "."
 
 
+def machine(folder: Folder) -> str:
+    """What the machine took from the run, from summary.csv (older folders did not
+    meter steal: ""): the most steal over a point, and the runs measured again."""
+    s = folder.summary
+    if "host_steal_pct" not in s or not s["host_steal_pct"].notna().any():
+        return ""
+    again = int(s["remeasured"].fillna(0).sum()) if "remeasured" in s else 0
+    return (f"The machine during the run: steal up to {s['host_steal_pct'].max():.1f} % of "
+            f"its CPU over a point, host wait up to {s['host_wait_pct'].max():.1f} %; "
+            f"{again} measurement(s) set aside and measured again.")
+
+
 def render(path: Path, command: str | None = None) -> str:
     """The whole markdown of a results folder: table, search lines, provenance (or of
     a folder of advise answers: advice_grid)."""
@@ -171,5 +183,6 @@ def render(path: Path, command: str | None = None) -> str:
     lines = table(folder)
     if folder.search:
         lines += ["", "```"] + folder.search + ["```"]
-    lines += ["", provenance(folder, command)]
+    lines += ["", provenance(folder, command)] + ([machine(folder)] if machine(folder)
+                                                  else [])
     return "\n".join(lines) + "\n"

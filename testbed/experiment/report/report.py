@@ -209,20 +209,49 @@ def _below(value: float) -> str:
     return f"{value:.1f}" if abs(value - round(value)) >= 0.05 else f"{value:.2f}"
 
 
+def _probe(r: pd.Series, end: str) -> str:
+    """A bracket's end as the search line shows it: "1750: 92.2 ± 1.1"."""
+    value, metric = float(r[f"{end}_up_to" if end == "meets" else f"{end}_from"]), \
+        float(r[f"metric_at_{end}"])
+    half = float(r.get(f"half_at_{end}", math.nan))
+    text = f"{metric:.1f}" if end == "meets" else _below(metric)
+    return f"{format_value(value)}: {text}" + (f" ± {half:.1f}" if half == half else "")
+
+
+def _search_line(r: pd.Series) -> str:
+    """One searched setting: the crossing, its bracket, what was measured, and the
+    probes it could not decide (each with its evidence)."""
+    runs = r.get("runs", math.nan)
+    count = f"{int(r['points'])} points" + (f", {int(runs)} runs" if runs == runs else "")
+    undecided = r.get("undecided", "")
+    left = f"; undecided at {undecided}" if isinstance(undecided, str) and undecided else ""
+    return (f"{r['target']} for {r['setting']}: up to {r['knob']} = "
+            f"{format_value(float(r['crossing']))} ± {format_value(float(r['uncertainty']))} "
+            f"(met at {_probe(r, 'meets')}; not at {_probe(r, 'fails')}; {count}{left})")
+
+
 def _search_lines(plan: Plan, out: Path) -> list[str]:
     """One line per searched setting: the crossing, its bracket and the probes."""
     found = search_mod.read(out)
+    return [f"{r['target']} for {r['setting']}: {r['note']}"
+            if isinstance(r["note"], str) and r["note"] else _search_line(r)
+            for _, r in found.iterrows()]
+
+
+def _machine_lines(df: pd.DataFrame) -> list[str]:
+    """What the emulating machine took from the run's lab kernels (lab/run's meter over
+    each point's window: the hypervisor's steal, the wait for a host CPU), and every run
+    measured again because of it, with what the set-aside measurements read."""
+    ok = summary.ok_rows(df)
     lines = []
-    for _, r in found.iterrows():
-        if isinstance(r["note"], str) and r["note"]:
-            lines.append(f"{r['target']} for {r['setting']}: {r['note']}")
-            continue
-        lines.append(f"{r['target']} for {r['setting']}: up to {r['knob']} = "
-                     f"{format_value(float(r['crossing']))} ± "
-                     f"{format_value(float(r['uncertainty']))} (met at "
-                     f"{format_value(float(r['meets_up_to']))}: {r['metric_at_meets']:.1f}; "
-                     f"not at {format_value(float(r['fails_from']))}: "
-                     f"{_below(float(r['metric_at_fails']))}; {int(r['points'])} points)")
+    if "host_steal_pct" in ok and ok["host_steal_pct"].notna().any():
+        lines.append(f"the machine: steal up to {ok['host_steal_pct'].max():.1f} % of its "
+                     f"CPU during a point (median {ok['host_steal_pct'].median():.1f} %), "
+                     f"host wait up to {ok['host_wait_pct'].max():.1f} %")
+    again = ok[ok.get("remeasured", pd.Series(0, index=ok.index)).fillna(0) > 0] \
+        .drop_duplicates("point")
+    lines += [f"measured again ({int(r['remeasured'])}x): {r['point']}: set aside "
+              f"{r['remeasured_why']}" for _, r in again.iterrows()]
     return lines
 
 
@@ -313,6 +342,7 @@ def build(out: Path, plan: Plan) -> Report:
     report.lines += _far_end_lines(plan, s)
     report.lines += _line_lines(s)
     report.lines += _search_lines(plan, out)
+    report.lines += _machine_lines(df)
     if report.failed:
         reasons = df[df["status"] != "ok"].groupby("point")["reason"].first()
         report.lines += [f"{len(reasons)} point run(s) failed:"] + \

@@ -136,8 +136,10 @@ class Dispatcher:
         seen.add(ev["run"])
         marks.host_mark_rows(ev["rows"])  # the meter's figure its kernel recorded per row
         if marks.host_mark(ev):
-            log.warning("run %s: its lab kernel waited for a CPU %.0f %% of the time; marked "
-                        "emulator-limited (host)", ev["run"], ev["host_wait_pct"])
+            log.warning("run %s: its lab kernel waited for a CPU %.0f %% of the time and its "
+                        "machine's hypervisor took %.0f %%; marked emulator-limited (%s)",
+                        ev["run"], ev.get("host_wait_pct", 0.0), ev.get("host_steal_pct", 0.0),
+                        ev["rows"][0].get("emulator_reason", ""))
         if self.limit.observe(ev["run"], ev["rows"], ev.get("neighbours", 0), epoch):
             log.warning("run %s was emulator-limited beside %d other lab kernel(s): %d at "
                         "once from now on", ev["run"], ev.get("neighbours", 0),
@@ -161,7 +163,8 @@ class Dispatcher:
         elif ev["run"] not in self.outcome.failed:
             self.outcome.failed.append(ev["run"])
         self.where[ev["run"]] = {k: ev[k] for k in ("host", "neighbours", "host_cpu_pct",
-                                                    "host_wait_pct") if k in ev}
+                                                    "host_wait_pct", "host_steal_pct")
+                                 if k in ev}
         self.listener.finished(ev["run"], ev["rows"], float(ev.get("seconds", 0.0)))
 
     def requeue(self, run_id: str) -> None:

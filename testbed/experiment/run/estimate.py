@@ -214,7 +214,9 @@ def describe(plan: Plan) -> tuple[Table, list[str]]:
         lines.append(f"search: {s.text} over {s.key.text} {format_value(s.lo)}..."
                      f"{format_value(s.hi)} to within {format_value(s.tolerance)}, for each of "
                      f"{len(search_mod.search_settings(plan.resolver.raw))} setting(s); about "
-                     f"{search_mod.expected_probes(plan)} probes each (at most {s.max_points})")
+                     f"{search_mod.expected_probes(plan)} probes each (at most {s.max_points}); "
+                     f"a probe whose interval holds the target is measured again, up to "
+                     f"{s.max_runs} runs")
     total = grid + search
     lines.append(f"estimated run time: {math.ceil(grid / 60)} min for the grid"
                  + (f", up to {math.ceil(search / 60)} min for the search" if search else "")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from testbed import results
+from testbed import labkernel, results
 from testbed.errors import ResultsError, SpecError, TestbedError
 from testbed.experiment.plan import kinds
 from testbed.experiment.record import marks
@@ -144,24 +144,59 @@ def _require_resolved(plan: Plan) -> None:
                          "the plan before running it")
 
 
+# A run the machine took CPU from (marks.remeasure) is measured again at most this many
+# times; the last measurement is written whatever it shows, marked if it still is.
+MAX_REMEASURE = 2
+# Before measuring again, wait until the machine has given the CPU back for QUIET_WINDOW_S
+# (steal came for a minute at a time here, 2026-12-07), at most QUIET_WAIT_S; a machine
+# still short then keeps its mark, and the next QUIET_SKIP_S of marks are not waited for
+# (a kernel held to a quota for good would otherwise wait at every point).
+QUIET_WINDOW_S = 5.0
+QUIET_WAIT_S = 90.0
+QUIET_SKIP_S = 300.0
+
+
+def machine_taken(window_s: float = QUIET_WINDOW_S) -> list[str]:
+    """The ways the machine takes CPU from this kernel now (marks.taken over window_s of
+    the host meter) while this kernel asks for a CPU the whole time (a busy loop: an idle
+    kernel waits for nothing and its machine steals little, whatever the host's load);
+    empty: it is quiet."""
+    before = labkernel.meter_sample()
+    end = time.monotonic() + window_s
+    while time.monotonic() < end:
+        pass
+    return marks.taken(labkernel.host_share(before, labkernel.meter_sample()))
+
+
+def await_quiet(deadline_s: float) -> bool:
+    """Wait until the machine is quiet (machine_taken), at most deadline_s; whether it
+    became quiet."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if not machine_taken():
+            return True
+    return False
+
+
 class Runner:
     """Measures points one by one, keeping one rig up while consecutive points share it.
     The plan comes resolved (resolve): a runner decides nothing about it.
 
-    host_marks: apply the host's marks to each run's rows before they are written
-    (marks.host_mark_rows), for a runner that is itself the one writer of results.csv;
-    a job's runs are marked by the host that receives them instead."""
+    Each measurement gets the host's marks (marks.host_mark_rows: lab/run's meter, as
+    the kernel recorded it per row); a run the machine took CPU from, or a search probe
+    with any load-caused mark, is set aside and measured again (MAX_REMEASURE), and the
+    rows written say how often and why (remeasured, remeasured_why)."""
 
     def __init__(self, plan: Plan, store: results.ResultStore,
-                 listener: Listener | None = None, host_marks: bool = False) -> None:
+                 listener: Listener | None = None) -> None:
         """No rig yet: the first point builds one."""
         _require_resolved(plan)
         self.plan, self.store = plan, store
         self.listener = listener or Quiet()
-        self.host_marks = host_marks
         self._rig: Rig | None = None
         self._stack = ExitStack()
         self.outcome = Outcome(store.out)
+        self._short_until = 0.0  # until then, marked runs are kept (see _quiet)
 
     def __enter__(self) -> Runner:
         """The runner; its rig is torn down on exit."""
@@ -187,31 +222,74 @@ class Runner:
         self._rig = self._stack.enter_context(Rig(point, export.writable, export.fill))
         return self._rig
 
-    def measure(self, point: Point, rep: int) -> list[dict[str, Any]]:
-        """Measure one repetition of a point, append its rows; a failure becomes failed
-        rows (and a fresh rig for the next point); only a results folder that refuses writes
-        (ResultsError) stops the run."""
-        run_id = point.run_id(rep)
-        self.listener.started(run_id)
-        t0 = time.monotonic()
+    def _attempt(self, point: Point, rep: int) -> measure_mod.Measured:
+        """One measurement of a run, marked with the host's evidence; a failure becomes
+        failed rows (and a fresh rig for the next point); only a results folder that
+        refuses writes (ResultsError) stops the run."""
         workers: list[str] = []
         try:
             rig = self._rig_for(point)
             workers = rig.workers
-            rows = measure_mod.measure(self.plan, rig, point, rep, self.store.out)
-            if self.host_marks:
-                marks.host_mark_rows(rows)
-            self.outcome.measured += 1
+            measured = measure_mod.measure(self.plan, rig, point, rep, self.store.out)
+            marks.host_mark_rows(measured.rows)
+            return measured
         except ResultsError:
             raise  # the results folder refuses writes (a full disk): stop, not a failed point
         except (TestbedError, OSError) as exc:
-            log.warning("point %s failed: %s", run_id, exc)
+            log.warning("point %s failed: %s", point.run_id(rep), exc)
             self.close()
-            rows = record.failed_rows(self.plan, point, rep, str(exc), workers)
+            return measure_mod.Measured(
+                record.failed_rows(self.plan, point, rep, str(exc), workers), [])
+
+    def _kept(self, point: Point, rep: int, probe: bool) -> measure_mod.Measured:
+        """The measurement of a run to keep: measured again while the machine took its
+        CPU (or, for a probe, any load-caused mark), at most MAX_REMEASURE times; its
+        rows say how often and why (the figures set aside, in remeasured_why)."""
+        set_aside: list[str] = []
+        while True:
+            measured = self._attempt(point, rep)
+            why = marks.remeasure(measured.rows, probe)
+            if not why or len(set_aside) == MAX_REMEASURE:
+                break
+            text = marks.aside(measured.rows, why)
+            log.warning("run %s: %s; set aside, to be measured again once the machine gives "
+                        "the CPU back", point.run_id(rep), text)
+            if not self._quiet(point, rep):
+                break
+            set_aside.append(text)
+        for row in measured.rows:
+            row.update(remeasured=len(set_aside), remeasured_why="; ".join(set_aside))
+        return measured
+
+    def _quiet(self, point: Point, rep: int) -> bool:
+        """Whether to measure a marked run again now: after the machine is quiet again
+        (await_quiet), unless it stayed short of CPU within the last QUIET_SKIP_S."""
+        if time.monotonic() < self._short_until:
+            return False
+        if await_quiet(QUIET_WAIT_S):
+            return True
+        self._short_until = time.monotonic() + QUIET_SKIP_S
+        log.warning("run %s: the machine stayed short of CPU for %.0f s; kept as marked, and "
+                    "marked runs of the next %.0f s are not measured again",
+                    point.run_id(rep), QUIET_WAIT_S, QUIET_SKIP_S)
+        return False
+
+    def measure(self, point: Point, rep: int, probe: bool = False) -> list[dict[str, Any]]:
+        """Measure one repetition of a point (see _kept; probe: a search's probe), append
+        its steps and rows; its rows."""
+        run_id = point.run_id(rep)
+        log.info("run %s", run_id)
+        self.listener.started(run_id)
+        t0 = time.monotonic()
+        measured = self._kept(point, rep, probe)
+        if marks.ok(measured.rows):
+            self.outcome.measured += 1
+        else:
             self.outcome.failed.append(run_id)
-        self.store.append_rows(rows)
-        self.listener.finished(run_id, rows, time.monotonic() - t0)
-        return rows
+        record.write_steps(self.store.out, measured.steps)
+        self.store.append_rows(measured.rows)
+        self.listener.finished(run_id, measured.rows, time.monotonic() - t0)
+        return measured.rows
 
     def run_grid(self, done: set[str]) -> None:
         """Every (point, repetition) of the plan's grid not in `done`."""
@@ -241,7 +319,7 @@ def run(plan: Plan, store: results.ResultStore, resume: bool = False,
     store.write_meta(record.meta_of(plan))
     listener = listener or Quiet()
     listener.planned(len(plan.runs()) + search_mod.max_runs(plan), len(done))
-    with Runner(plan, store, listener, host_marks=True) as runner:
+    with Runner(plan, store, listener) as runner:
         runner.run_grid(done)
         if plan.search is not None:
             search_mod.run(plan, runner, store)

@@ -1,0 +1,42 @@
+"""What varies between runs of a point that one run's batch means cannot see: the file
+order a repetition draws, where the lab kernel's timers fall, the warm-up's end. A point
+measured once reports its steps' batch-means interval widened by the rerun spread the
+testbed measured for its kind of point (limited_by), so that its ± covers a rerun, and a
+search decides a probe's side with the same spread.
+
+RERUN_SD holds, per metric and kind of point, the standard deviation between reruns
+beyond what the runs' own intervals explain: sqrt(max(0, var_between - mean(se_within^2)))
+over the points every run measured and no run marked. Measured by
+`benchmarks/rerun_agreement.py --spread` (README's demo three times on a quiet host: see
+docs/fidelity.md for the date, commit, kernel and steal during it); kinds it did not
+measure take the largest measured figure (DEFAULT_KIND).
+"""
+
+from __future__ import annotations
+
+import math
+
+from testbed.stats import Z95
+
+# metric -> limited_by -> standard deviation between reruns, in the metric's unit.
+RERUN_SD: dict[str, dict[str, float]] = {
+    "au_pct": {"compute": 0.1, "latency": 1.0},
+    "slowdown_pct": {"compute": 0.1, "latency": 1.5},
+}
+DEFAULT_KIND = "the largest measured"
+
+
+def rerun_sd(metric: str, kind: str) -> float:
+    """The spread between reruns of a point of this kind (0.0 for a metric not measured
+    for it: its interval then covers one run's steps only)."""
+    table = RERUN_SD.get(metric, {})
+    if not table:
+        return 0.0
+    return table.get(kind, max(table.values()))
+
+
+def widened(own_half: float, metric: str, kind: str) -> float:
+    """A single run's 95 % half-width with the rerun spread added in quadrature."""
+    if not math.isfinite(own_half):
+        return own_half
+    return math.hypot(own_half, Z95 * rerun_sd(metric, kind))
