@@ -11,6 +11,7 @@ none of them. Each imports the others through its package, run from the reposito
 """
 
 import ast
+import subprocess
 import functools
 import sys
 from pathlib import Path
@@ -191,12 +192,26 @@ PROJECT = ("testbed", "topologies", "lab", "benchmarks", "tests")
 SKIP = {".git", ".venv", ".lab", "results", "__pycache__"}
 
 
+def _files(root: Path) -> list[Path]:
+    """The repository's files as git sees them (tracked, and new ones it does not
+    ignore: a scratch folder or a build in .gitignore is no part of it); without git,
+    every file but the venv, lab state and results."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others",
+                                 "--exclude-standard"], cwd=root, capture_output=True,
+                                text=True, timeout=60, check=True).stdout.splitlines()
+        return sorted(root / f for f in listed)
+    except (OSError, subprocess.SubprocessError):
+        return [p for p in sorted(root.rglob("*"))
+                if not SKIP & set(p.relative_to(root).parts)]
+
+
 def python_files(root: Path = REPO) -> list[Path]:
     """The repository's Python files: *.py, and extensionless scripts whose #! names
-    python (the venv, lab state and results left out)."""
+    python."""
     out = []
-    for p in sorted(root.rglob("*")):
-        if SKIP & set(p.relative_to(root).parts) or not p.is_file():
+    for p in _files(root):
+        if not p.is_file():
             continue
         if p.suffix == ".py" or (not p.suffix and p.read_bytes()[:2] == b"#!"
                                  and b"python" in p.read_bytes().split(b"\n", 1)[0]):
