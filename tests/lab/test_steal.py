@@ -77,10 +77,10 @@ def follow(proc: subprocess.Popen, cg: Cgroup, seen: list[str]) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
         seen.append(line)
-        if f"run {FIRST}" in line:
-            cg.hold(QUOTA)
-        elif "set aside" in line:
+        if "set aside" in line:
             cg.hold(None)
+        elif line.rstrip().endswith(f"run {FIRST}"):
+            cg.hold(QUOTA)
 
 
 @pytest.fixture
