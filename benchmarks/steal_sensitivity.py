@@ -6,8 +6,8 @@ takes from it? The figure behind testbed.experiment.record.marks.STEAL_PCT.
 
 For each level L, runs README's demo workload (experiments/demo.toml without its search,
 the given distances and mounts, with their 0 km baselines) in one lab kernel while this
-script stops the kernel's host processes (SIGSTOP, then SIGCONT, only the processes below
-the lab/run it started) for L % of every period: from inside, the kernel simply does not
+script stops the kernel's host process (SIGSTOP, then SIGCONT, only the linux.uml the
+lab/run it started runs) for L % of every period: from inside, the kernel simply does not
 run part of the time, as when a hypervisor steals its virtual machine's CPU. Neither the
 kernel nor lab/run's meter can see a stop (a stopped process neither runs nor waits, and
 no steal is booked), so every point comes back unmarked: this measures what an unmarked
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,27 +46,26 @@ def experiment(distances: list[float], mounts: list[str]) -> dict:
     return exp
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc/*/stat), found now."""
-    kids: dict[int, list[int]] = {}
+def kernels(pid: int) -> list[int]:
+    """The user-mode kernel processes lab/run `pid` started (its children named
+    linux.uml), found now. Only the kernel is stopped: the guest's own processes
+    (uml-userspace) are ptraced by it, and stopping them too aborts the kernel."""
+    found = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                stat = (p / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-            kids.setdefault(ppid, []).append(int(p.name))
-    found, todo = [], [pid]
-    while todo:
-        children = kids.get(todo.pop(), [])
-        found += children
-        todo += children
+            if ppid == pid and "(linux.uml)" in stat:
+                found.append(int(p.name))
     return found
 
 
 class Staller:
-    """Stops the processes below a lab/run for `share` of every `period_s`, until closed;
-    always leaves them running."""
+    """Stops the kernel of a lab/run for `share` of every `period_s`, until closed;
+    always leaves it running."""
 
     def __init__(self, root: int, share: float, period_s: float) -> None:
         """A staller of the processes below `root` (not started yet)."""
@@ -84,10 +84,10 @@ class Staller:
     def loop(self) -> None:
         """Stop and continue the tree each period until closed (the tree's PIDs read
         again every 2 s: lab/run starts its kernel after a while)."""
-        pids, refreshed = descendants(self.root), time.monotonic()
+        pids, refreshed = kernels(self.root), time.monotonic()
         while not self.stop.is_set():
             if time.monotonic() - refreshed > 2.0:
-                pids, refreshed = descendants(self.root), time.monotonic()
+                pids, refreshed = kernels(self.root), time.monotonic()
             self.signal(pids, signal.SIGSTOP)
             time.sleep(self.share * self.period_s)
             self.signal(pids, signal.SIGCONT)
@@ -104,15 +104,17 @@ class Staller:
         self.stop.set()
         if self.thread.is_alive():
             self.thread.join(timeout=5)
-        self.signal(descendants(self.root), signal.SIGCONT)
+        self.signal(kernels(self.root), signal.SIGCONT)
 
 
 def run_level(exp: Path, out: Path, share: float, period_s: float) -> float:
-    """One run of the experiment with its kernel stopped `share` of the time; seconds."""
+    """One run of the experiment with its kernel stopped `share` of the time (into a
+    fresh `out`); seconds."""
+    shutil.rmtree(out, ignore_errors=True)
     t0 = time.monotonic()
     proc = subprocess.Popen([str(LAB / "run"), ".venv/bin/testbed", "run", str(exp), "--out",
-                             str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                             str(out)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     with Staller(proc.pid, share, period_s):
         _, err = proc.communicate(timeout=3600)
     if common.run_failed(proc.returncode):
