@@ -131,27 +131,28 @@ def crossings(base: Path, runs: dict[str, float | None]) -> None:
         print(f"CROSSINGS {setting}: {text}; apart {max(xs) - min(xs):g}")
 
 
+def _unmarked(out: Path, run: str) -> pd.DataFrame:
+    """A run's measured rows no mark excused, with point_id and slowdown (and their own
+    intervals: batch means over each point's steps)."""
+    from testbed.experiment.record import summary
+    r = summary.with_slowdown(pd.read_csv(out / "results.csv"))
+    keep = (r["status"] == "ok") & ~r["emulator_limited"].astype(str).str.lower().eq("true")
+    return r[keep].assign(run=run)
+
+
 def spread(base: Path, plain: list[str]) -> None:
     """The rerun spread by kind of point (reruns.RERUN_SD's figures) over the plain runs:
     per point measured unmarked in every run, the variance between runs beyond the runs'
     own (batch means) variance, pooled by limited_by; printed as the table to keep."""
-    frames = []
-    for n in plain:
-        r = pd.read_csv(base / n / "results.csv")
-        r = r[(r["status"] == "ok") & ~r["emulator_limited"].astype(str).str.lower().eq("true")]
-        frames.append(r.assign(run=n))
-    df = pd.concat(frames)
-    df["point_id"] = df["point"].str.rsplit("|rep=", n=1).str[0]
-    df["se"] = df["au_ci_pct"] / 1.96
-    table: dict[str, dict[str, float]] = {}
-    for metric, se in (("au_pct", "se"),):
-        per = df.groupby("point_id").filter(lambda g: g["run"].nunique() == len(plain))
-        stats = per.groupby("point_id").agg(kind=("limited_by", "first"),
-                                            var=(metric, "var"), se2=(se, lambda x: (x ** 2).mean()))
-        pooled = stats.groupby("kind").apply(lambda g: max(0.0, (g["var"] - g["se2"]).mean()))
-        table[metric] = {k: round(v ** 0.5, 2) for k, v in pooled.items()}
-        counts = stats.groupby("kind").size().to_dict()
-        print(f"SPREAD {metric} over {len(plain)} runs: {table[metric]} (points per kind: {counts})")
+    df = pd.concat([_unmarked(base / n, n) for n in plain])
+    df = df.groupby("point_id").filter(lambda g: g["run"].nunique() == len(plain))
+    for metric, own in (("au_pct", "au_ci_pct"), ("slowdown_pct", "slowdown_ci_pct")):
+        per = df.assign(se2=(df[own] / 1.96) ** 2).groupby("point_id").agg(
+            kind=("limited_by", "first"), var=(metric, "var"), se2=("se2", "mean"))
+        extra = (per["var"] - per["se2"]).groupby(per["kind"]).mean().clip(lower=0.0)
+        table = {k: round(float(v) ** 0.5, 2) for k, v in extra.items()}
+        print(f"SPREAD {metric} over {len(plain)} runs: {table} (points per kind: "
+              f"{per.groupby('kind').size().to_dict()})")
 
 
 @contextlib.contextmanager

@@ -6,10 +6,12 @@ search decides a probe's side with the same spread.
 
 RERUN_SD holds, per metric and kind of point, the standard deviation between reruns
 beyond what the runs' own intervals explain: sqrt(max(0, var_between - mean(se_within^2)))
-over the points every run measured and no run marked. Measured by
-`benchmarks/rerun_agreement.py --spread` (README's demo three times on a quiet host: see
-docs/fidelity.md for the date, commit, kernel and steal during it); kinds it did not
-measure take the largest measured figure (DEFAULT_KIND).
+over the points every run measured and no run marked, pooled by kind. Measured by
+`.venv/bin/python -m benchmarks.rerun_agreement --plain 3 --quota 0 --spread`: README's
+demo three times (2026-12-07 at fabbb95, user-mode Linux 7.2.7, 1 CPU, on the 2-core
+Debian 12 VM, quiet: steal <= 0.2 %, host wait <= 3.7 % of any point; 8 compute-bound
+and 8 latency-bound points in all three runs). Kinds it did not measure take the largest
+measured figure.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from testbed.stats import Z95
 
 # metric -> limited_by -> standard deviation between reruns, in the metric's unit.
 RERUN_SD: dict[str, dict[str, float]] = {
-    "au_pct": {"compute": 0.1, "latency": 1.0},
-    "slowdown_pct": {"compute": 0.1, "latency": 1.5},
+    "au_pct": {"compute": 0.08, "latency": 0.37},
+    "slowdown_pct": {"compute": 0.1, "latency": 0.48},
 }
-DEFAULT_KIND = "the largest measured"
 
 
 def rerun_sd(metric: str, kind: str) -> float:
