@@ -581,6 +581,17 @@ FILE_SETTINGS: dict[str, Dimension] = {d.name: d for d in (
 )}
 
 
+def knobs_of(target: str) -> tuple[str, ...]:
+    """The knobs that set one part of a point (a row's `target`: "loader", "window",
+    "fibre", ...), in the table's order."""
+    return tuple(d.name for d in DIMENSIONS if d.target == target)
+
+
+def fields_of(target: str) -> dict[str, str]:
+    """Spec field -> knob, for the knobs that set one part of a point."""
+    return {d.spec_field: d.name for d in DIMENSIONS if d.target == target}
+
+
 def row(name: str) -> Dimension:
     """The schema row of a knob or spec field by name (KeyError: a programming error)."""
     return ROWS[name]

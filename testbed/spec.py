@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from testbed import schema
+from testbed import kernel, schema
 from testbed.errors import SpecError
 from testbed.schema import (CONGESTION_CONTROLS, FLOAT_TEXT_RE, MOUNT_TRANSPORTS,  # noqa: F401
                             NFS_VERSIONS, U64, parse_rate, parse_text)
@@ -77,11 +77,15 @@ class Direction:
 
 
 REVERSE_SEED_SALT = 0x9E3779B97F4A7C15  # B->A draws its own stream from the same seed
-FIBRE_ROWS = {"distance_km": "distance_km", "rate_mbit": "rate", "loss_pct": "loss_pct",
-              "jitter_ms": "jitter_ms", "extra_delay_ms": "extra_delay_ms",
-              "group_index": "group_index", "mtu": "mtu", "rate_reverse_mbit": "rate_reverse",
-              "loss_reverse_pct": "loss_reverse_pct", "time_scale": "time_scale",
-              "loss_seed": "loss_seed"}
+
+
+def rows_of(cls: type, target: str) -> dict[str, str]:
+    """A spec dataclass's fields -> the schema rows that check them: the rows that set
+    `target` (schema.fields_of), and for a field none of them sets, the row of its own
+    name (a knob two specs share: mtu, time_scale)."""
+    own = schema.fields_of(target)
+    return {f.name: own.get(f.name, f.name) for f in dataclasses.fields(cls)
+            if f.name in own or f.name in schema.ROWS}
 
 
 @dataclass(frozen=True)
@@ -215,7 +219,7 @@ class FibreSpec:
     def tcp_buffer_bytes(self) -> int:
         """A per-socket TCP buffer maximum that lets one flow fill the fibre: 2 x BDP (Linux
         advertises about half its receive buffer as window), never below 6 MiB."""
-        return max(6 * 1024 * 1024, 2 * self.bdp_bytes(max(self.rate_mbit,
+        return max(kernel.TCP_BUFFER_BYTES, 2 * self.bdp_bytes(max(self.rate_mbit,
                                                            self.rate_reverse_mbit or 0)))
 
     def summary(self) -> dict[str, float | int]:
@@ -233,6 +237,9 @@ class FibreSpec:
             "mtu": self.mtu,
             "time_scale": self.time_scale,
         }
+
+
+FIBRE_ROWS = rows_of(FibreSpec, "fibre")  # field -> the schema row that checks it
 
 
 MAX_TIMEO_DS = int(schema.row("timeo_ds").hi or 0)  # the kernel caps NFS/TCP timeo at 600 s
@@ -263,10 +270,6 @@ class NfsServerSpec:
 
 
 NFS_RDMA_PORT = 20049  # IANA's NFS over RDMA port (RFC 5666)
-KERNEL_NCONNECT = 1  # mount.nfs's own default: the option is written only when it differs
-MOUNT_ROWS = {name: name for name in ("vers", "rsize", "wsize", "nconnect", "read_ahead_kb",
-                                      "actimeo_s", "nocto", "hard", "timeo_ds", "retrans",
-                                      "fsc", "transport", "rpc_slots")}
 
 
 @dataclass(frozen=True)
@@ -329,7 +332,7 @@ class MountSpec:
         opts = [f"vers={self.vers}", *proto, f"rsize={self.rsize}", f"wsize={self.wsize}",
                 "hard" if self.hard else "soft", f"timeo={self.timeo_ds}",
                 f"retrans={self.retrans}", "retry=0"]
-        if self.nconnect != KERNEL_NCONNECT:
+        if self.nconnect != kernel.NCONNECT:  # written only where it differs
             opts.append(f"nconnect={self.nconnect}")
         if self.actimeo_s is not None:
             opts.append(f"actimeo={self.actimeo_s}")
@@ -342,6 +345,9 @@ class MountSpec:
             # protocol over TCP too, like the NFS traffic.
             opts += ["nolock", "mountproto=tcp"]
         return ",".join(opts)
+
+
+MOUNT_ROWS = rows_of(MountSpec, "mount")  # field -> the schema row that checks it
 
 
 HOST_ROWS = {**{schema.row(name).spec_field: name for name in schema.HOST_KNOBS},

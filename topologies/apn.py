@@ -12,15 +12,23 @@ Debian's with the checkout on its path), from the repository root:
 import os
 import sys
 
+from testbed import schema
 from testbed.spec import FibreSpec, parse_rate
 from testbed.topology import SiteTopo
 
+METRO_KM = 60.0  # the metro topology's span: the distance hyperscalers keep between sites
+
 
 class ApnTopo(SiteTopo):
-    """Storage site -- APN fibre -- GPU-site switch -- N workers."""
+    """Storage site -- APN fibre -- GPU-site switch -- N workers. The fibre's defaults are
+    the knobs' (testbed knobs: 0 km, 1 Gbit/s, no loss); ask for a distance, e.g.
+    `--topo apn,distance_km=3000` in mn or `-p distance_km=3000` in testbed."""
 
-    def build(self, workers: int = 2, distance_km: float = 3000.0, rate: str = "1gbit",
-              loss_pct: float = 0.0, jitter_ms: float = 0.0, mtu: int = 1500) -> None:
+    def build(self, workers: int = 2, distance_km: float = schema.default("distance_km"),
+              rate: str = schema.number(schema.default("rate")),
+              loss_pct: float = schema.default("loss_pct"),
+              jitter_ms: float = schema.default("jitter_ms"),
+              mtu: int = schema.default("mtu")) -> None:
         fibre = FibreSpec(distance_km=distance_km, rate_mbit=parse_rate(rate),
                           loss_pct=loss_pct, jitter_ms=jitter_ms, mtu=mtu)
         srv = self.storage("srv")
@@ -33,8 +41,11 @@ class ApnTopo(SiteTopo):
 class MetroTopo(ApnTopo):
     """Storage site -- 60 km metro fibre -- GPU-site switch -- N workers."""
 
-    def build(self, workers: int = 2, distance_km: float = 60.0, rate: str = "1gbit",
-              loss_pct: float = 0.0, jitter_ms: float = 0.0, mtu: int = 1500) -> None:
+    def build(self, workers: int = 2, distance_km: float = METRO_KM,
+              rate: str = schema.number(schema.default("rate")),
+              loss_pct: float = schema.default("loss_pct"),
+              jitter_ms: float = schema.default("jitter_ms"),
+              mtu: int = schema.default("mtu")) -> None:
         super().build(workers=workers, distance_km=distance_km, rate=rate,
                       loss_pct=loss_pct, jitter_ms=jitter_ms, mtu=mtu)
 

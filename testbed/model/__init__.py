@@ -3,14 +3,14 @@ and the prediction (bounds), the end hosts' terms (host), Linux's read-ahead
 (readahead), the readers' event simulation (sim) and TCP's response to loss (tcp). Pure
 functions, no I/O."""
 
-from testbed.model.bounds import (KERNEL_RPC_SLOTS, LABELS, SKB_WINDOW_SHARE, Bounds, Path,
+from testbed.model.bounds import (LABELS, SKB_WINDOW_SHARE, Bounds, Path,
                                   fibre_Bps, loss_Bps, payload_share, predict, slots_Bps,
                                   window_Bps, window_share)
 from testbed.model.host import HOST_LABELS, HostShare, host_terms
 from testbed.model.sim import Reading
 from testbed.model.write import WRITE_LABELS, WriteBound, WritePath, write_bound
 
-__all__ = ["KERNEL_RPC_SLOTS", "LABELS", "SKB_WINDOW_SHARE", "Bounds", "Path", "Reading",
+__all__ = ["LABELS", "SKB_WINDOW_SHARE", "Bounds", "Path", "Reading",
            "fibre_Bps", "loss_Bps", "payload_share", "predict", "slots_Bps", "window_Bps",
            "window_share"]
 __all__ += ["HOST_LABELS", "HostShare", "host_terms"]

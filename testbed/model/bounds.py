@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 
 import testbed.model.tcp as tcp
+from testbed import kernel
 from testbed.model.host import HOST_LABELS, binding
 from testbed.model.sim import Reading, Setting, read_rate_Bps
 
@@ -49,7 +50,6 @@ ROCE_MTUS = (4096, 2048, 1024, 512, 256)     # InfiniBand MTUs a RoCE path can t
 RXE_MAX_HDR = 80                             # rxe's RXE_MAX_HDR_LENGTH: the MTU's headroom
 ROCE_HEADERS = 20 + 8 + 12 + 4 + 4           # IPv4, UDP, BTH, AETH, ICRC of a read reply
 LABELS = ("compute", "fibre", "window", "slots", "loss", "latency", *HOST_LABELS, "emulator")
-KERNEL_RPC_SLOTS = 65_536  # sunrpc's tcp_max_slot_table_entries (RPC_MAX_SLOT_TABLE_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,12 @@ class Path:
     loss: float = 0.0
     mtu: int = 1500
     connections: int = 1
-    buffer_bytes: int = 6 << 20
+    buffer_bytes: int = kernel.TCP_BUFFER_BYTES
     cc: str = "cubic"
     transport: str = "tcp"
     window_share: float = 0.5
     clock_scale: float = 1.0  # time dilation k: CUBIC's curve runs on the real clock
-    rpc_slots: int = KERNEL_RPC_SLOTS  # requests in flight per TCP connection (NFSv3)
+    rpc_slots: int = kernel.RPC_SLOTS  # requests in flight per TCP connection (NFSv3)
     host: dict[str, float] = field(default_factory=dict)  # model.host's terms (bytes/s)
 
     @property

@@ -91,6 +91,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import testbed.model.tcp as tcp
+from testbed import kernel
 from testbed.errors import SpecError
 from testbed.model.bounds import Path, loss_Bps
 from testbed.model.host import CONNECTION, HOST_LABELS
@@ -137,9 +138,9 @@ class WritePath:
     share_Bps: float
     wsize: int = 1 << 20
     connections: int = 1
-    buffer_bytes: int = 6 << 20
+    buffer_bytes: int = kernel.TCP_BUFFER_BYTES
     window_share: float = 0.5
-    slots: int = 64
+    slots: int = kernel.SESSION_SLOTS
     server_Bps: float = math.inf
     loss: float = 0.0
     mtu: int = 1500

@@ -45,8 +45,7 @@ from testbed.workload.together import Together
 from testbed.workload.window import (WINDOW_ROWS, Step, Window, WindowSpec, au_ci, batches,
                                      mean_ci)
 
-LOADER_ROWS = ("batch", "compute_ms", "readers", "prefetch", "shuffle", "seed", "reader_kind",
-               "access", "read_kib")
+LOADER_ROWS = schema.knobs_of("loader")  # the schema's rows for the loader, by their names
 READ_TIMEOUT_S = 300.0  # a batch that is not read in this time (x k) fails the run
 PR_SET_PDEATHSIG = 1
 

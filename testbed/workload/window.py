@@ -33,10 +33,9 @@ from testbed.stats import mean_ci
 
 BATCHES = 10
 STALL_AU = 99.0  # below this AU the accelerator waits: measure_stall_s applies
-# The knobs of the window (bounds and defaults in testbed.schema); the loader's spec
-# carries them under the same names.
-WINDOW_ROWS = ("measure_s", "measure_max_s", "measure_stall_s", "warmup_max_s", "min_steps",
-               "au_ci_target")
+# The knobs of the window (the schema's rows for it); the loader's spec carries them under
+# the same names.
+WINDOW_ROWS = schema.knobs_of("window")
 
 
 @dataclass(frozen=True)

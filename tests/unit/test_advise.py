@@ -117,6 +117,21 @@ def test_experiment_text_loads_and_holds_the_changes(tmp_path):
     assert '[fixed]\ndata_path = "cache"' in text and "[workload]\nreaders = 16" in text
 
 
+def test_experiment_files_are_toml_as_written_whatever_the_strings():
+    """The file a confirmation runs is the experiment's tables as TOML round-trips them:
+    a rate, a topology or a description with quotes and backslashes is escaped, not
+    pasted into the text (an f-string TOML writer broke on them)."""
+    import tomllib
+    s = adv.Scenario("resnet50-h100", 3000, rate='1gbit"\\x', topology='a"b\\c')
+    changes = (("nconnect", 4), ("readers", 16))
+    doc = adv.experiment(s, changes, 'name "with" \\ quotes')
+    assert tomllib.loads(adv.experiment_text(s, changes, 'name "with" \\ quotes')) == doc
+    assert doc["fixed"]["rate"] == '1gbit"\\x' and doc["topology"] == 'a"b\\c'
+    snippet = adv.snippet(adv.Candidate(changes, 1, 1.0, 1.0, 100.0, "compute", True))
+    assert tomllib.loads(snippet) == {"mounts": {"advised": {"nconnect": 4}},
+                                      "workload": {"readers": 16}}
+
+
 def summary(au, au_ci, sd, sd_ci, limited="compute", measured=3100.0, modelled=3177.0):
     return pd.DataFrame([
         {"baseline": True, "au_pct": 99.0, "au_pct_ci": 0.1, "slowdown_pct": 0.0,

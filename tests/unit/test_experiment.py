@@ -227,10 +227,10 @@ def test_timer_knob_is_on_by_default_and_check_names_it_when_dilated(tmp_path, k
     """delayed_ack and loss_probe: host knobs, on (Linux's default) unless set; --check
     notes the dilated lossy points that keep them on; a value not a bool is refused."""
     from testbed.experiment.run import estimate
-    plan = load(tmp_path, f"[sweep]\n{knob} = [true, false]\n")
+    plan = load(tmp_path, f"[fixed]\ndistance_km = 3000\n[sweep]\n{knob} = [true, false]\n")
     assert [getattr(p, knob) for p in plan.points if not p.is_baseline] == [True, False]
     assert getattr(load(tmp_path, "[fixed]\nworkers = 1\n").points[0], knob) is True
-    lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\n"
+    lossy = load(tmp_path, "[fixed]\nloss_pct = 0.1\ntime_scale = 5\ndistance_km = 3000\n"
                            f"[sweep]\n{knob} = [true, false]\n")
     far = [p for p in lossy.points if not p.is_baseline]
     assert [getattr(estimate, rule)(p) for p in far] == [True, False]

@@ -28,7 +28,7 @@ PACKAGE = Path(testbed.__file__).parent
 LAYERS = {
     "testbed": 0, "testbed.errors": 0, "testbed.paths": 0, "testbed.procfs": 0,
     "testbed.stats": 0, "testbed.schema": 0, "testbed.launch": 0, "testbed.userfiles": 0,
-    "testbed.atomic": 0,
+    "testbed.atomic": 0, "testbed.kernel": 0,
     "testbed.spec": 1,
     "testbed.topology": 2, "testbed.model": 2,
     "testbed.network": 3, "testbed.labkernel": 3,

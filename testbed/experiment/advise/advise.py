@@ -23,7 +23,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed import model
+import tomli_w
+
+from testbed import kernel, model
 from testbed.errors import SpecError
 from testbed.experiment.resolve import explain
 from testbed.experiment.plan.dimensions import BY_NAME, Key
@@ -63,9 +65,9 @@ MOVES: tuple[Move, ...] = (
 DEFAULT_ALLOWED = ("read_ahead_kb", "tcp_buffer_mib", "nconnect", "rsize", "readers",
                    "prefetch", "data_path")
 # The kernel's defaults a search starts from where the schema has no fixed default.
-START = {"read_ahead_kb": 128, "tcp_buffer_mib": 6}
+START = {"read_ahead_kb": kernel.READ_AHEAD_KB, "tcp_buffer_mib": kernel.TCP_BUFFER_BYTES >> 20}
 # What the kernel keeps where a knob is left unset and a search need not write it out.
-KERNEL = {"rpc_slots": model.KERNEL_RPC_SLOTS}
+KERNEL = {"rpc_slots": kernel.RPC_SLOTS}
 LIFTS = {"fibre": "a faster line, more lines (fewer workers per line), or a copy at the "
                   "GPU site (cache or staging)",
          "window": "larger TCP buffers or more connections (nconnect)",
@@ -445,37 +447,40 @@ WINDOW = {"warmup_max_s": 3, "measure_s": 4, "measure_max_s": 20, "min_steps": 8
           "au_ci_target": 0.5}
 
 
-def _toml_value(v: Any) -> str:
-    """A TOML literal for a knob value."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return f"{v:g}" if isinstance(v, float) else str(v)
-    return f'"{v}"'
+def _tables(changes: tuple[tuple[str, Any], ...]) -> dict[str, dict[str, Any]]:
+    """A candidate's changes by the experiment-file table each belongs in: mount options
+    in [mounts.advised], loader knobs in [workload], the rest in [fixed]."""
+    ch = dict(changes)
+    mount = {k: v for k, v in ch.items() if BY_NAME[k].section == "mounts"}
+    loader = {k: v for k, v in ch.items() if BY_NAME[k].section == "workload"}
+    return {"fixed": {k: v for k, v in ch.items() if k not in mount and k not in loader},
+            "mounts": mount, "workload": loader}
+
+
+def experiment(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
+               name: str = "advise") -> dict[str, Any]:
+    """An experiment measuring `changes` at the scenario's distance and co-located (the
+    baseline), every repetition its own run, as the tables of its file: what a
+    confirmation runs, and what a user may paste and run again."""
+    t = _tables(changes)
+    files = max(s.files, files_for({**knob_values(s.workload), **dict(changes)}))
+    what = ", ".join(f"{k}={format_value(v)}" for k, v in changes) or "defaults"
+    return {"name": name, "topology": s.topology,
+            "description": f"{s.workload} at {s.distance_km:g} km over {s.rate}: {what}",
+            "repetitions": s.repetitions,
+            "fixed": {"workers": s.workers, "rate": s.rate, "loss_pct": s.loss_pct,
+                      "workload": s.workload, "time_scale": "auto", "mount": "advised",
+                      "host": s.host, **t["fixed"]},
+            "sweep": {"distance_km": [0, s.distance_km]},
+            "mounts": {"advised": {**START, **t["mounts"]}},
+            "dataset": {"files": files}, "workload": {**WINDOW, **t["workload"]}}
 
 
 def experiment_text(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
                     name: str = "advise") -> str:
-    """An experiment file measuring `changes` at the scenario's distance and co-located
-    (the baseline), every repetition its own run: what a confirmation runs, and what a
-    user may paste and run again."""
-    ch = dict(changes)
-    mount = {k: v for k, v in ch.items() if BY_NAME[k].section == "mounts"}
-    loader = {k: v for k, v in ch.items() if BY_NAME[k].section == "workload"}
-    other = {k: v for k, v in ch.items() if k not in mount and k not in loader}
-    files = max(s.files, files_for({**knob_values(s.workload), **ch}))
-    lines = [f'name = "{name}"', f'topology = "{s.topology}"',
-             f'description = "{s.workload} at {s.distance_km:g} km over {s.rate}: '
-             f'{", ".join(f"{k}={format_value(v)}" for k, v in ch.items()) or "defaults"}"',
-             f"repetitions = {s.repetitions}", "", "[fixed]", f"workers = {s.workers}",
-             f'rate = "{s.rate}"', f"loss_pct = {s.loss_pct:g}", f'workload = "{s.workload}"',
-             'time_scale = "auto"', 'mount = "advised"', f'host = "{s.host}"',
-             *[f"{k} = {_toml_value(v)}" for k, v in other.items()], "", "[sweep]",
-             f"distance_km = [0, {s.distance_km:g}]", "", "[mounts.advised]",
-             *[f"{k} = {_toml_value(v)}" for k, v in {**START, **mount}.items()], "",
-             "[dataset]", f"files = {files}", "", "[workload]",
-             *[f"{k} = {_toml_value(v)}" for k, v in {**WINDOW, **loader}.items()]]
-    return "\n".join(lines) + "\n"
+    """experiment() as the TOML file a confirmation runs (written by tomli_w: every
+    string quoted and escaped as TOML wants it)."""
+    return tomli_w.dumps(experiment(s, changes, name))
 
 
 def files_for(knobs: dict[str, Any]) -> int:
@@ -492,17 +497,11 @@ def files_for(knobs: dict[str, Any]) -> int:
 
 def snippet(c: Candidate) -> str:
     """A candidate's changes as the experiment-file tables they belong in, to paste."""
-    ch = dict(c.changes)
-    mount = {k: v for k, v in ch.items() if BY_NAME[k].section == "mounts"}
-    loader = {k: v for k, v in ch.items() if BY_NAME[k].section == "workload"}
-    other = {k: v for k, v in ch.items() if k not in mount and k not in loader}
-    parts = []
-    for title, table in (("[fixed]", other), ("[mounts.advised]", mount),
-                         ("[workload]", loader)):
-        if table:
-            parts.append("\n".join([title, *[f"{k} = {_toml_value(v)}"
-                                             for k, v in table.items()]]))
-    return "\n\n".join(parts) or "(the defaults: nothing to change)"
+    t = _tables(c.changes)
+    doc = {"fixed": t["fixed"], "mounts": {"advised": t["mounts"]} if t["mounts"] else {},
+           "workload": t["workload"]}
+    return tomli_w.dumps({k: v for k, v in doc.items() if v}).strip() or \
+        "(the defaults: nothing to change)"
 
 
 @dataclass(frozen=True)

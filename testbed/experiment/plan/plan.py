@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from testbed import kernel
 from testbed.errors import SpecError
 from testbed.experiment.plan import dimensions as dims
 from testbed.experiment.plan.datapaths import REGISTRY as DATA_PATHS
@@ -46,7 +47,6 @@ from testbed.workload.presets import NONE, knob_values
 log = logging.getLogger(__name__)
 MAX_POINTS = 20_000
 DEFAULT_AU_BAR = 90.0
-KERNEL_READ_AHEAD_KB = 128  # Linux's NFS read-ahead where the mount does not set one
 
 
 def format_value(value: Any) -> str:
@@ -235,7 +235,7 @@ def planned_ra_kb(point: Point) -> int:
     """The read-ahead (KiB) a point not measured yet will read with: its mount's, or the
     kernel's own where the mount leaves it."""
     ra = point.mount.read_ahead_kb
-    return ra if ra is not None else KERNEL_READ_AHEAD_KB
+    return ra if ra is not None else kernel.READ_AHEAD_KB
 
 
 def model_reading(point: Point, ra_kb: int) -> Reading:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pandas as pd
 from rich.table import Table
 
-from testbed import atomic, plots, results
+from testbed import atomic, kernel, plots, results
 from testbed.errors import ResultsError
 from testbed.experiment.run import search as search_mod
 from testbed.experiment.plan import kinds
@@ -286,7 +286,7 @@ def _curve(plan: Plan, x: Key, g: pd.DataFrame, df: pd.DataFrame) -> Any:
                   worker_hosts(topo)[0])
     rows = df[df["point_id"].isin(g["point_id"])]
     ra = int(rows["read_ahead_kb_kernel"].median()) if rows["read_ahead_kb_kernel"].notna().any() \
-        else 128
+        else kernel.READ_AHEAD_KB
     assignment = {**fixed, **{k: v for k, v in point.ident if v is not None}}
 
     def bound(v: float) -> float:

@@ -34,7 +34,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from testbed import launch, model, topology
+from testbed import kernel, launch, model, topology
 from testbed.errors import ServiceError
 from testbed.experiment.plan.plan import Point, model_reading, planned_ra_kb
 
@@ -74,11 +74,9 @@ EMULATOR_RULES: tuple[tuple[str, Callable[[Evidence], bool]], ...] = (
 )
 
 
-PLANNED_RA_KB = 128  # the read-ahead a write path's inputs are built with (unused by it)
 # The share of its tcp_rmem maximum nfsd advertises to a writing client: 797,952 bytes of
 # 1 MiB (UML 7.2, tests/system/test_write_model.py), the reading client's alike.
 NFSD_WINDOW_SHARE = model.SKB_WINDOW_SHARE
-SESSION_SLOTS = 64  # the Linux client's max_session_slots (the write model's slots term)
 
 
 @functools.cache
@@ -148,7 +146,7 @@ def inputs(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int, rmem_
                       buffer_bytes=rmem_max, cc=cc, transport=m.transport,
                       window_share=model.window_share(platform.release()),
                       clock_scale=point.time_scale,
-                      rpc_slots=m.rpc_slots or model.KERNEL_RPC_SLOTS,  # v3 only (spec)
+                      rpc_slots=m.rpc_slots or kernel.RPC_SLOTS,  # v3 only (spec)
                       host=model.host_terms(point.host, host_share(topo, point, worker)))
     sample = point.dataset.sample_bytes(wl.access)
     reading = model_reading(point, ra_kb)
@@ -161,11 +159,11 @@ def write_path(topo: topology.SiteTopo, point: Point, worker: str,
     """The write model's path for one worker (a checkpoint rank): its round trip, fair
     share of the line (payload), the mount's wsize and connections, the TCP buffers, the
     requests in flight (NFSv4.1+: the session's slots; NFSv3: the RPC slot tables')."""
-    path, _, _ = inputs(topo, point, worker, PLANNED_RA_KB, rmem_max, point.congestion)
+    path, _, _ = inputs(topo, point, worker, kernel.READ_AHEAD_KB, rmem_max, point.congestion)
     return model.WritePath(rtt_s=path.rtt_s, share_Bps=model.fibre_Bps(path),
                            wsize=point.mount.wsize, connections=point.mount.nconnect,
                            buffer_bytes=rmem_max,
-                           slots=SESSION_SLOTS if point.mount.vers != "3"
+                           slots=kernel.SESSION_SLOTS if point.mount.vers != "3"
                            else path.connections * path.rpc_slots,
                            window_share=min(path.window_share, NFSD_WINDOW_SHARE),
                            loss=path.loss, mtu=path.mtu, cc=path.cc,
@@ -190,7 +188,7 @@ def planned_inputs(point: Point) -> tuple[int, int]:
     the point's buffers, else 2 x the largest BDP, at least 6 MiB (the engine's rule)."""
     ra_kb = planned_ra_kb(point)
     rmem = point.tcp_buffer_bytes or \
-        max([f.tcp_buffer_bytes() for _, f in point.fibres], default=6 << 20)
+        max([f.tcp_buffer_bytes() for _, f in point.fibres], default=kernel.TCP_BUFFER_BYTES)
     return ra_kb, rmem
 
 
