@@ -83,8 +83,9 @@ class DaskPool:
         try:
             from distributed import Client
         except ImportError:
-            raise SpecError("--scheduler needs Dask distributed: pip install -e "
-                            "'.[dask]' (lab/provision installs it)") from None
+            raise SpecError("--scheduler needs Dask distributed, a dependency of the "
+                            "project: sudo lab/provision --host installs it into .venv") \
+                from None
         try:
             self.client = Client(check_address(address), timeout=f"{CONNECT_S}s",
                                  set_as_default=False)
