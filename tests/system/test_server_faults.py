@@ -29,7 +29,7 @@ from testbed.workload.loader import READ_TIMEOUT_S
 pytestmark = [pytest.mark.system, pytest.mark.runner]
 
 NETNS = Path("/run/netns")
-# How long after nfsd stops the point may take to fail: the seconds README states ("within
+# How long after nfsd stops the point may take to fail: the seconds the docs state ("within
 # ~1 s") plus MARGIN_S. Measured in UML 7.2 (2026-12-06/07): 0.7-1.0 s from `rpc.nfsd 0` to
 # the failed row, the watch checking every SERVER_CHECK_S (1 s) and shutting the mounts;
 # the margin is half the stated second, for a loaded lab kernel (a check that waits its

@@ -1,4 +1,4 @@
-"""README's figure for hostile input, "under 2 s of CPU" a call, held in every test run:
+"""docs/robustness.md's figure for hostile input, "under 2 s of CPU" a call, held in every test run:
 each call the fuzz tests make (test_fuzz.py's cases, test_fuzz_properties.py's generated
 examples) is measured in CPU time, the process's with the garbage collector off (a
 collection of the test session's heap is not the command's), never in wall time, so a
@@ -22,7 +22,7 @@ import os
 import time
 from typing import Iterator
 
-STATED_S = 2.0  # README, "What it survives": "under 2 s of CPU"
+STATED_S = 2.0  # docs/robustness.md: "under 2 s of CPU"
 LOAD_MARGIN = 1.5
 BUDGET_S = float(os.environ.get("FUZZ_CPU_BUDGET_S") or STATED_S * LOAD_MARGIN)
 SLOWEST: list[tuple[float, str]] = []  # the session's slowest call: (CPU s, what)
@@ -56,5 +56,5 @@ def over(cpu_s: float) -> str:
     """'' within the budget, else what to say: the seconds against the budget."""
     if cpu_s <= BUDGET_S:
         return ""
-    return (f"{cpu_s:.2f} s of CPU time, over the {BUDGET_S:g} s budget (README's "
+    return (f"{cpu_s:.2f} s of CPU time, over the {BUDGET_S:g} s budget (docs/robustness.md's "
             f"{STATED_S:g} s x {LOAD_MARGIN:g} for a loaded machine)")

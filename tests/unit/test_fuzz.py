@@ -1,7 +1,7 @@
 """Bad input never gives a traceback: generated malformed experiment files, -p values,
 trace files, DLIO checkpoint configs and command-line flags each give exactly one line on
 stderr, exit status 2, and nothing in the kernel (no namespace, no run registry), within
-README's CPU budget (cpu_budget.py).
+docs/robustness.md's CPU budget (cpu_budget.py).
 
 Cases are generated from the dimension table (every knob, in [fixed], [sweep] and its own
 table), every table's unknown keys, wrong table types, non-UTF-8 bytes, broken TOML and
@@ -406,19 +406,20 @@ def test_bad_input_creates_nothing_even_without_check(tmp_path):
     assert not (tmp_path / "out" / "results.csv").exists()
 
 
-def test_readme_and_docs_state_what_runs():
-    """README and docs/experiments.md give the number of cases this file feeds the
-    validator; they must say what it runs."""
+def test_docs_state_what_runs():
+    """docs/robustness.md and docs/experiments.md give the number of cases this file
+    feeds the validator; they must say what it runs."""
     n = f"{len(FILES) + len(PARAMS) + len(TRACES) + len(CHECKPOINTS):,}"
-    for page in ("README.md", "docs/experiments.md"):
+    for page in ("docs/robustness.md", "docs/experiments.md"):
         said = re.findall(r"test_fuzz\.py` feeds (?:the validator|it)\s+([\d,]+) malformed",
                           (REPO / page).read_text())
         assert said == [n], (page, said, n)
 
 
-def test_readme_states_the_cpu_budget_the_tests_hold():
-    """README's "under N s of CPU" is cpu_budget.STATED_S, which every call here and in
-    test_fuzz_properties.py is held to (with its margin for load)."""
-    said = re.findall(r"under (\d+(?:\.\d+)?) s of\s+CPU", (REPO / "README.md").read_text())
+def test_docs_state_the_cpu_budget_the_tests_hold():
+    """docs/robustness.md's "under N s of CPU" is cpu_budget.STATED_S, which every call
+    here and in test_fuzz_properties.py is held to (with its margin for load)."""
+    said = re.findall(r"under (\d+(?:\.\d+)?) s of\s+CPU",
+                      (REPO / "docs" / "robustness.md").read_text())
     assert [float(s) for s in said] == [cpu_budget.STATED_S], said
     assert cpu_budget.STATED_S <= cpu_budget.BUDGET_S <= 2 * cpu_budget.STATED_S

@@ -138,3 +138,21 @@ def test_an_empty_summary_is_one_line_and_exit_1(folder: Path, capsys):
     assert cli.main(["report", str(folder), "--markdown"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "summary.csv" in err
+
+
+def test_readme_stays_a_newcomers_page():
+    """README is a newcomer's page: at most README_LINES lines, and every command of the
+    CLI is a link to its page (the measurement record lives in docs/)."""
+    import argparse
+    from testbed import cli
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= README_LINES
+    sub = next(a for a in cli.build_parser()._actions
+               if isinstance(a, argparse._SubParsersAction))
+    links = re.findall(r"\[([^\]]+)\]\((?:docs|traces)/", text)
+    linked = {name for name in sub.choices for link in links
+              if re.search(rf"`{name}\b[^`]*`", link)}
+    assert linked == set(sub.choices), set(sub.choices) - linked
+
+
+README_LINES = 250
