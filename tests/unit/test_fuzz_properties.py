@@ -64,10 +64,12 @@ CI_EXAMPLES = 60
 SLOW_BY_DESIGN = [HealthCheck.too_slow, HealthCheck.data_too_large,
                   HealthCheck.function_scoped_fixture, HealthCheck.large_base_example,
                   HealthCheck.filter_too_much]
-settings.register_profile("ci", max_examples=CI_EXAMPLES,
+# derandomize is stated: with CI set in the environment Hypothesis loads its own
+# derandomized "ci" profile first, and a profile registered here inherits from it.
+settings.register_profile("ci", max_examples=CI_EXAMPLES, derandomize=False,
                           deadline=CI_DEADLINE, database=None, suppress_health_check=SLOW_BY_DESIGN)
 settings.register_profile("campaign", max_examples=int(os.environ.get("FUZZ_EXAMPLES", "10000")),
-                          deadline=None, database=None, print_blob=True,
+                          derandomize=False, deadline=None, database=None, print_blob=True,
                           suppress_health_check=SLOW_BY_DESIGN)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
