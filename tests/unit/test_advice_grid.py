@@ -43,3 +43,17 @@ def test_the_provenance_names_every_day_the_cells_were_measured():
     assert advice_grid._dates(envs) == "2026-12-05 to 2026-12-06"
     assert advice_grid._dates(envs[1:]) == "2026-12-05"
     assert advice_grid._dates([{}]) == "date not recorded"
+
+
+def test_the_provenance_names_the_host_profiles_cells_were_asked_under(tmp_path):
+    """Each cell's profile is counted; a cell recorded before host profiles existed had
+    end hosts that never bind, which is the `ideal` profile."""
+    s, a = answer(tmp_path, "a")
+    advice_grid.record(tmp_path / "grid" / "a", s, a, [], 1.0)
+    advice_grid.record(tmp_path / "grid" / "b", s, a, [], 1.0)
+    old = tmp_path / "grid" / "c" / advice_grid.RECORD
+    advice_grid.record(old.parent, s, a, [], 1.0)
+    doc = json.loads(old.read_text())
+    del doc["scenario"]["host"]
+    old.write_text(json.dumps(doc))
+    assert advice_grid._hosts(tmp_path / "grid") == f"{s.host} (2 cells), ideal (1 cell)"
