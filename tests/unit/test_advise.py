@@ -220,3 +220,32 @@ def test_confirm_measures_until_a_candidate_holds_and_shows_each_verdict(tmp_pat
     assert [v.confirmed for _, v in measured] == [False, True]
     assert [c for c, _ in measured] == [a.recommended, a.runner_up]
     assert shown[0].startswith("not confirmed: ") and shown[1].startswith("CONFIRMED: ")
+
+
+def test_a_candidate_the_lab_cannot_carry_is_recorded_not_measured(tmp_path):
+    """The runner-up needs more memory than the lab kernel has: its error becomes a
+    verdict with the reason, the recommendation's measurement stays, and the cell is
+    recorded as not confirmed (not lost, not a traceback)."""
+    from testbed.errors import SpecError
+    from testbed.experiment.advise import advice_grid, confirm
+    s = adv.Scenario(workload="unet3d-h100", distance_km=3000)
+    a = adv.advise(plan_for(tmp_path), adv.Goal("slowdown_pct", 1))
+    shown = []
+
+    def run_plan(plan, where):
+        if where.name == "candidate-2":
+            raise SpecError("candidate-2.toml: needs 3288 MiB of memory at once")
+        where.mkdir(parents=True)
+        pd.DataFrame([{"baseline": True, "au_pct": 100.0},
+                      {"baseline": False, "au_pct": 74.2, "au_pct_ci": 9.4,
+                       "slowdown_pct": 34.9, "slowdown_pct_ci": 17.0,
+                       "throughput_MB_s": 2355.0, "model_MB_s": 3177.0,
+                       "limited_by": "compute", "n": 3}]).to_csv(where / "summary.csv")
+
+    measured = confirm.confirm(s, a, tmp_path / "out", run_plan, 2, shown.append)
+    assert [v.n for _, v in measured] == [3, 0]
+    assert "3288 MiB" in measured[1][1].why and shown[1].startswith("not measured: ")
+    advice_grid.record(tmp_path / "grid" / "cell", s, a, measured, 60.0)
+    doc = advice_grid.cells(tmp_path / "grid")[0]
+    assert advice_grid.verdict(doc) == "not confirmed"
+    assert "74.20 ± 9.40" in advice_grid.row(doc)["AU %"]

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from testbed import atomic
+from testbed.errors import TestbedError
 from testbed.experiment.advise import advise as adv
 from testbed.experiment.advise.advice_grid import rate
 from testbed.experiment.plan import plan as plan_mod
@@ -91,20 +92,36 @@ def confirm(s: adv.Scenario, a: adv.Advice, folder: Path, run_plan: RunPlan,
             how_many: int, show: Show) -> list[tuple[adv.Candidate, adv.Verdict]]:
     """Measure the model's best candidates (recommendation, runner-up; the best it found
     when nothing meets the goal) until one is confirmed; show each verdict. Returns
-    every candidate measured with its verdict, the confirmed one (if any) last."""
+    every candidate measured with its verdict, the confirmed one (if any) last. A
+    candidate this lab cannot carry (e.g. more memory than its kernel has) is recorded as
+    not measured, with the reason, and the next one is tried: what was measured before it
+    is never lost to it."""
     picks = [c for c in (a.recommended, a.runner_up) if c is not None] or [a.path[-1]]
     measured: list[tuple[adv.Candidate, adv.Verdict]] = []
     for i, cand in enumerate(picks[:how_many]):
         name = f"candidate-{i + 1}"
         plan = load(s, cand.changes, folder, name)
         t0 = time.monotonic()
-        run_plan(plan, folder / name)
+        try:
+            run_plan(plan, folder / name)
+        except TestbedError as e:
+            v = not_measured(cand, str(e))
+            show(f"not measured: {cand.text}: {e}")
+            measured.append((cand, v))
+            continue
         v = adv.judge(a.goal, pd.read_csv(folder / name / "summary.csv"))
         show(_verdict_line(cand, v, time.monotonic() - t0, folder / name))
         measured.append((cand, v))
         if v.confirmed:
             break
     return measured
+
+
+def not_measured(c: adv.Candidate, reason: str) -> adv.Verdict:
+    """The verdict of a candidate the lab could not measure: no figures, the reason."""
+    nan = math.nan
+    return adv.Verdict(nan, nan, nan, nan, nan, c.model_MB_s, "lab", 0, False,
+                       f"not measured in this lab: {reason}")
 
 
 def _pm(value: float, ci: float) -> str:
