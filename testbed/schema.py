@@ -490,6 +490,12 @@ DIMENSIONS: tuple[Dimension, ...] = (
       default=NO_PRESET, section="workload", key="preset"),
     D("workload_scale", "float", "", "preset", "preset scale (sample and compute)",
       1e-6, 1, default=1.0, section="workload", key="scale"),
+    # a checkpoint job's training time between two checkpoints (unset: the DLIO config's
+    # time_between_checkpoints, MLPerf's 5 s); in the job's full-size seconds
+    D("checkpoint_interval_s", "float", "s", "run",
+      "training time between checkpoints (default: the DLIO config's)", 0, 365 * 86_400,
+      section="workload", optional=True,
+      source="DLIO checkpoint.time_between_checkpoints (MLPerf Storage: 5 s)"),
     D("batch", "int", "", "loader", "samples per step", 1, 100_000, default=4,
       section="workload"),
     D("compute_ms", "float", "ms", "loader", "emulated compute per step", 0, 600_000,

@@ -1,0 +1,144 @@
+"""`testbed advise` on the job as users bring it: a DLIO training config, a DLIO
+checkpoint config, a recorded trace or an experiment file becomes the plan the advice
+walks (testbed/experiment/advise/job.py); a malformed job is one line, exit 2, and
+nothing is written."""
+
+from pathlib import Path
+
+import pytest
+
+from testbed import cli
+from testbed.errors import SpecError
+from testbed.experiment.advise import advise as adv
+from testbed.experiment.advise import confirm, job
+from testbed.workload import checkpoint as ck
+from testbed.workload import trace as trace_mod
+
+REPO = Path(__file__).resolve().parents[2]
+MLPERF = REPO / "testbed" / "workload" / "mlperf"
+TRAINING = sorted(p for p in MLPERF.glob("*.yaml")
+                  if "datagen" not in p.name and not p.name.startswith("llama3"))
+CHECKPOINTS = sorted(MLPERF.glob("llama3_*.yaml"))
+TRACE = REPO / "traces" / "example-loader.trace"
+FAR = ["--distance-km", "3000", "--rate", "100gbit", "--model-only"]
+
+
+def test_the_shipped_configs_are_all_here():
+    assert len(TRAINING) == 9 and len(CHECKPOINTS) == 4
+
+
+@pytest.mark.parametrize("config", TRAINING, ids=lambda p: p.name)
+def test_every_mlperf_training_config_is_advised_unchanged(config, capsys):
+    rc = cli.main(["advise", "--dlio", str(config), *FAR, "--slowdown-pct", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "model answered in" in out and "limited by" in out
+
+
+@pytest.mark.parametrize("config", CHECKPOINTS, ids=lambda p: p.name)
+def test_every_llama3_checkpoint_config_is_advised_on_time_lost(config, capsys):
+    rc = cli.main(["advise", "--checkpoint", str(config), *FAR, "--lost-pct", "1",
+                   "--checkpoint-interval-s", "1800"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "lost %" in out and "training time lost" in out
+    assert "at 30 min (the goal's)" in out and "(the config's)" in out
+
+
+def test_the_shipped_trace_is_advised_as_the_loader_it_records(capsys):
+    rc = cli.main(["advise", "--trace", str(TRACE), *FAR, "--slowdown-pct", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "the trace read as a loader: 2 stream(s)" in out
+
+
+@pytest.mark.parametrize("name,goal", [("dlio.toml", "--slowdown-pct"),
+                                       ("trace.toml", "--slowdown-pct"),
+                                       ("checkpoint.toml", "--lost-pct")])
+def test_shipped_experiment_files_are_advised_at_their_farthest_point(name, goal, capsys):
+    rc = cli.main(["advise", "--experiment", str(REPO / "experiments" / name),
+                   "--model-only", goal, "1"])
+    assert rc == 0 and "model answered in" in capsys.readouterr().out
+
+
+def test_the_trace_reads_as_two_readers_of_256_kib_files():
+    """traces/example-loader.trace: 2 reader threads, batches of 2 x 256 KiB files,
+    20 ms of compute per step, 64 KiB reads (traces/README.md)."""
+    knobs, notes = job.trace_loader(trace_mod.load(TRACE))
+    assert knobs["readers"] == 2 and knobs["file_kib"] == 256 and knobs["read_kib"] == 64
+    assert 10 <= knobs["compute_ms"] <= 30  # the recording's 20 ms a batch, give or take
+    assert "cannot know" in notes[0]
+
+
+def scenario(**kw):
+    return adv.Scenario(**{"workload": "llama3_8b.yaml", "distance_km": 3000,
+                           "workers": 8, "kind": "checkpoint",
+                           "source": str(MLPERF / "llama3_8b.yaml"), **kw})
+
+
+def test_a_checkpoint_goal_uses_the_users_interval(tmp_path):
+    plan = confirm.load(scenario(interval_s=1800.0), (), tmp_path, "start")
+    a = adv.advise(plan, adv.Goal("lost_pct", 1))
+    r = a.recommended
+    assert r is not None and r.interval_s == 1800.0 and r.lost_pct <= 1
+    assert r.lost_pct == pytest.approx(ck.training_time_lost_pct(r.write_s, 1800.0))
+    assert set(dict(r.changes)) <= set(job.KNOBS_OF["checkpoint"])
+    # at the config's 5 s no setting loses under 1 %: the line alone takes 9.4 s
+    plan5 = confirm.load(scenario(), (), tmp_path, "five")
+    b = adv.advise(plan5, adv.Goal("lost_pct", 1))
+    assert b.recommended is None and b.path[-1].interval_s == 5.0
+    assert b.stopped_by == "fibre"
+
+
+def test_a_checkpoint_goal_in_seconds(tmp_path):
+    plan = confirm.load(scenario(), (), tmp_path, "start")
+    a = adv.advise(plan, adv.Goal("write_s", 30))
+    assert a.recommended is not None and a.recommended.write_s <= 30
+
+
+def test_goals_belong_to_their_jobs(tmp_path):
+    plan = confirm.load(scenario(), (), tmp_path, "start")
+    with pytest.raises(SpecError, match="checkpoint job's goal"):
+        adv.advise(plan, adv.Goal("slowdown_pct", 1))
+    reads = confirm.load(adv.Scenario("unet3d-h100", 3000), (), tmp_path, "reads")
+    with pytest.raises(SpecError, match="reading job's"):
+        adv.advise(reads, adv.Goal("lost_pct", 1))
+
+
+BAD = [
+    (["--dlio", "missing.yaml"], "not found"),
+    (["--dlio", str(MLPERF / "llama3_8b.yaml")], "give it as --checkpoint"),
+    (["--checkpoint", str(MLPERF / "unet3d_h100.yaml"), "--lost-pct", "1"],
+     "give it as --dlio"),
+    (["--dlio", str(MLPERF / "unet3d_datagen.yaml")], "writes a dataset"),
+    (["--trace", str(REPO / "README.md")], "not JSON"),
+    (["--experiment", str(REPO / "README.md")], "not valid TOML"),
+    (["--checkpoint", str(MLPERF / "llama3_8b.yaml"), "--slowdown-pct", "1"],
+     "checkpoint job's goal"),
+    (["--dlio", str(MLPERF / "unet3d_h100.yaml"), "--lost-pct", "1"], "reading job's"),
+    (["--dlio", str(MLPERF / "unet3d_h100.yaml"), "--checkpoint-interval-s", "60"],
+     "for a checkpoint job"),
+    (["--checkpoint", str(MLPERF / "llama3_8b.yaml"), "--lost-pct", "1",
+      "--checkpoint-interval-s", "-5"], "out of range"),
+    (["--dlio", str(MLPERF / "unet3d_h100.yaml"), "--distance-km", "99999"],
+     "out of range"),
+]
+
+
+@pytest.mark.parametrize("argv,why", BAD, ids=lambda v: v if isinstance(v, str) else None)
+def test_a_malformed_job_is_one_line_and_writes_nothing(argv, why, tmp_path, monkeypatch,
+                                                        capsys):
+    monkeypatch.chdir(tmp_path)
+    goal = [] if any(a.endswith("-pct") for a in argv) else ["--slowdown-pct", "1"]
+    far = [] if "--distance-km" in argv else ["--distance-km", "3000"]
+    for model_only in ([], ["--model-only"]):
+        rc = cli.main(["advise", *argv, *far, *goal, *model_only])
+        err = capsys.readouterr().err
+        assert rc == 2 and why in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+        assert list(tmp_path.iterdir()) == []  # no results/advise-... folder
+
+
+def test_an_experiment_file_needs_no_distance_and_a_job_file_does(capsys, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["advise", "--dlio", str(TRAINING[0]), "--slowdown-pct", "1",
+                     "--model-only"]) == 2
+    assert "--distance-km is needed" in capsys.readouterr().err
