@@ -130,7 +130,7 @@ def checkpoint_seconds(job: CheckpointJob, point: Point, topo: SiteTopo) -> floa
     read_s = sum(1 + cold_read_rtts(n, request, path.connections,
                                     int(path.buffer_bytes * path.window_share))
                  for n in files) * path.rtt_s + sum(files) / path.share_Bps
-    interval = job.interval_s * float(point.value("workload_scale"))
+    interval = kinds.interval_s(point, job) * float(point.value("workload_scale"))
     emulated = job.writes * (interval + write_s) + job.reads * read_s
     return POINT_OVERHEAD_S + (job.writes + job.reads) * CHECKPOINT_OVERHEAD_S + \
         point.time_scale * emulated
