@@ -441,6 +441,10 @@ DIMENSIONS: tuple[Dimension, ...] = (
       "receivers delay ACKs (false: route quickack on every host)", default=True),
     D("loss_probe", "bool", "", "host",
       "senders send tail loss probes (false: tcp_early_retrans = 0)", default=True),
+    D("slow_start_after_idle", "bool", "", "host",
+      "an idle connection restarts from the initial window "
+      "(net.ipv4.tcp_slow_start_after_idle; false keeps it)", default=True,
+      source="Linux's default 1 (RFC 2861); wide-area data movers set 0"),
     # the end hosts (a host profile: [hosts.NAME] or a preset of HOST_PROFILES): what one
     # GPU host's NFS client, its storage NIC and the storage server move at most. Data
     # rates are the file data a connection or server moves (what fio reports); NIC rates

@@ -138,10 +138,14 @@ def figures(job: CheckpointJob, plan: ck.CheckpointPlan, result: ck.CheckpointRu
 def model_columns(rig: Any, point: Point, worker: str, files: list[int],
                   full_files: list[int], rmem_max: int, interval_s: float) -> dict[str, Any]:
     """The write path's model for one rank: the bound on its write + fsync at the run's
-    size (what the measurement checks) and at the job's full size, with what binds each,
-    and the full-size job's training time lost at its own interval (model.write)."""
+    size (what the measurement checks: the connections idle for the scaled interval
+    between its checkpoints) and at the job's full size (idle for the interval itself),
+    with what binds each, and the full-size job's training time lost at its own interval
+    (model.write)."""
     wp = explain_mod.write_path(rig.topo, point, worker, rmem_max)
-    bound, full = model.write_bound(wp, files), model.write_bound(wp, full_files)
+    scale = float(point.value("workload_scale"))
+    bound = model.write_bound(wp, files, idle_s=interval_s * scale)
+    full = model.write_bound(wp, full_files, idle_s=interval_s)
     return {"write_model_s": bound.seconds, "write_full_model_s": full.seconds,
             "limited_by": bound.limited_by, "full_limited_by": full.limited_by,
             "full_lost_pct": ck.training_time_lost_pct(full.seconds, interval_s),
