@@ -142,3 +142,17 @@ def test_an_experiment_file_needs_no_distance_and_a_job_file_does(capsys, tmp_pa
     assert cli.main(["advise", "--dlio", str(TRAINING[0]), "--slowdown-pct", "1",
                      "--model-only"]) == 2
     assert "--distance-km is needed" in capsys.readouterr().err
+
+
+def test_keeping_the_window_is_a_write_path_move(tmp_path):
+    """slow_start_after_idle is a switch the advice may flip (tier 0): with windows from
+    the BDP and every connection, at 30 min between checkpoints only the restarts are
+    left to buy."""
+    plan = confirm.load(scenario(interval_s=1800.0), (), tmp_path, "start")
+    rater = adv.Rater(plan, adv.Goal("lost_pct", 0.1))
+    base = {"tcp_buffer_mib": 1024, "nconnect": 16}
+    on, off = rater.rate(base, 0), rater.rate({**base, "slow_start_after_idle": False}, 0)
+    assert off.write_s < on.write_s and off.lost_pct < on.lost_pct
+    move = next(m for m in adv.MOVES if m.knob == "slow_start_after_idle")
+    assert adv.next_rung(move, True) is False and adv.next_rung(move, False) is None
+    assert "slow_start_after_idle" in adv.DEFAULT_ALLOWED

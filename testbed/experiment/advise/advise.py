@@ -65,13 +65,14 @@ MOVES: tuple[Move, ...] = (
                                           "host (connection)", "host (server)")),
     Move("rpc_slots", (256, 4096, 65_536), 0, ("slots",)),
     Move("rsize", (262144, 524288, 1048576), 0, ("latency",)),
+    Move("slow_start_after_idle", (False,), 0, ("slow start",)),
     Move("readers", (8, 16, 32, 64, 128, 256), 1, ("latency",)),
     Move("prefetch", (4, 8, 16, 32), 1, ("latency",)),
     Move("data_path", ("cache",), 2, ("latency", "window", "loss", "fibre")),
     Move("data_path", ("staged",), 3, ("latency", "window", "loss", "fibre")),
 )
-DEFAULT_ALLOWED = ("read_ahead_kb", "tcp_buffer_mib", "nconnect", "rsize", "readers",
-                   "prefetch", "data_path")
+DEFAULT_ALLOWED = ("read_ahead_kb", "tcp_buffer_mib", "nconnect", "rsize",
+                   "slow_start_after_idle", "readers", "prefetch", "data_path")
 # The kernel's defaults a search starts from where the schema has no fixed default.
 START = {"read_ahead_kb": kernel.READ_AHEAD_KB, "tcp_buffer_mib": kernel.TCP_BUFFER_BYTES >> 20}
 # What the kernel keeps where a knob is left unset and a search need not write it out.
@@ -251,16 +252,16 @@ class Rater:
                          b.limited_by, self.goal.met_by(b.au_pct(), slowdown))
 
 
-    def write_bound(self, point: Point, interval_s: float | None = None) -> model.WriteBound:
+    def write_bound(self, point: Point) -> model.WriteBound:
         """The write model's bound for rank 0 (the largest shard) of the checkpoint job
-        at its full size, with the point's write path, at `interval_s` between
-        checkpoints (None: the point's)."""
+        at its full size, with the point's write path, its connections idle for the
+        point's interval between checkpoints."""
         job = self.checkpoint
         assert job is not None
         _, rmem = explain.planned_inputs(point)
         wp = explain.write_path(self.topo, point, self.worker, rmem)
         files = [f.nbytes for f in job.rank_files(0, job.ranks(point.workers), 1.0)]
-        return model.write_bound(wp, files)
+        return model.write_bound(wp, files, idle_s=kinds.interval_s(point, job))
 
     def rate_write(self, changes: dict[str, Any], tier: int, point: Point) -> Candidate:
         """The write model's figures for a checkpoint job's far point with `changes`:
@@ -297,6 +298,8 @@ def next_rung(move: Move, value: Any) -> Any | None:
     apply once, to the direct path."""
     if move.knob == "data_path":
         return move.rungs[0] if value == "direct" else None
+    if isinstance(move.rungs[0], bool):  # a switch: its one other position
+        return move.rungs[0] if value != move.rungs[0] else None
     if value == "auto":
         return None
     above = [r for r in move.rungs if value is None or float(r) > float(value)]
