@@ -39,6 +39,7 @@ LACKS = {  # what a point's residual is, by where it sits (see docs/own-job.md)
 
 
 def main() -> int:
+    """Print the table (the folder's points against the model now) and the closing line."""
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs/results/checkpoint"
     meta = json.loads((folder / "meta.json").read_text())
     summary = pd.read_csv(folder / "summary.csv")

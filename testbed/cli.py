@@ -609,43 +609,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _advise_parser(sub: Any) -> None:
-    from testbed import schema
     from testbed.experiment.advise import advise as adv
-    from testbed.workload.presets import PRESETS
     ad = sub.add_parser("advise", help="which settings keep a job within a goal at a "
                         "distance: the model's cheapest, confirmed in emulation")
-    jobs = ad.add_mutually_exclusive_group(required=True)
-    jobs.add_argument("--workload", choices=sorted(PRESETS), help="a workload preset")
-    jobs.add_argument("--dlio", metavar="FILE.yaml", help="a DLIO training config "
-                      "(MLPerf Storage's as they are, or your own)")
-    jobs.add_argument("--checkpoint", metavar="FILE.yaml", help="a DLIO checkpoint config "
-                      "(MLPerf Storage's llama3_*.yaml, or your own)")
-    jobs.add_argument("--trace", metavar="FILE", help="a recorded trace (testbed trace "
-                      "record): the model reads it as a loader, a confirmation replays it")
-    jobs.add_argument("--experiment", metavar="FILE.toml", help="an experiment file: its "
-                      "workload, dataset, mounts and topology at its farthest point")
-    ad.add_argument("--distance-km", type=_finite, default=None,
-                    help="fibre distance (--experiment: default its farthest)")
-    ad.add_argument("--rate", default=None, help="line rate (default 100gbit)")
-    ad.add_argument("--loss-pct", type=_finite, default=None,
-                    help="random loss per packet (default 0)")
-    ad.add_argument("--workers", type=_count, default=None, help="GPU workers per site "
-                    "(default 1; a checkpoint job: its ranks on one 8-GPU host)")
-    ad.add_argument("--topology", default=None, help="topology (default apn)")
-    ad.add_argument("--host", default=None,
-                    choices=sorted(schema.HOST_PROFILES), help="the end hosts' profile "
-                    f"assumed (default {schema.DEFAULT_HOST}; docs/hosts.md)")
-    ad.add_argument("--checkpoint-interval-s", type=_finite, default=None, metavar="S",
-                    help="a checkpoint job's training seconds between checkpoints "
-                    "(default: the config's time_between_checkpoints)")
-    goal = ad.add_mutually_exclusive_group(required=True)
-    goal.add_argument("--slowdown-pct", type=_finite, help="at most this slowdown against "
-                      "co-located (e.g. 1)")
-    goal.add_argument("--au-pct", type=_finite, help="at least this AU (e.g. 90)")
-    goal.add_argument("--lost-pct", type=_finite, help="a checkpoint job: at most this "
-                      "share of training time lost to checkpoints (e.g. 1)")
-    goal.add_argument("--write-s", type=_finite, help="a checkpoint job: at most this many "
-                      "seconds per checkpoint")
+    _advise_job_args(ad)
+    _advise_scenario_args(ad)
+    _advise_goal_args(ad)
     ad.add_argument("--allow", default=",".join(adv.DEFAULT_ALLOWED), metavar="KNOB,...",
                     help="the knobs it may change (default: %(default)s)")
     ad.add_argument("--model-only", action="store_true",
@@ -662,6 +631,52 @@ def _advise_parser(sub: Any) -> None:
     ad.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                     help="send the points to this Dask scheduler's workers")
     ad.set_defaults(func=cmd_advise, param=[], resume=False)
+
+
+def _advise_job_args(ad: Any) -> None:
+    """advise's job: a preset or a file, one of them."""
+    from testbed.workload.presets import PRESETS
+    jobs = ad.add_mutually_exclusive_group(required=True)
+    jobs.add_argument("--workload", choices=sorted(PRESETS), help="a workload preset")
+    jobs.add_argument("--dlio", metavar="FILE.yaml", help="a DLIO training config "
+                      "(MLPerf Storage's as they are, or your own)")
+    jobs.add_argument("--checkpoint", metavar="FILE.yaml", help="a DLIO checkpoint config "
+                      "(MLPerf Storage's llama3_*.yaml, or your own)")
+    jobs.add_argument("--trace", metavar="FILE", help="a recorded trace (testbed trace "
+                      "record): the model reads it as a loader, a confirmation replays it")
+    jobs.add_argument("--experiment", metavar="FILE.toml", help="an experiment file: its "
+                      "workload, dataset, mounts and topology at its farthest point")
+
+
+def _advise_scenario_args(ad: Any) -> None:
+    """advise's fibre, end hosts and checkpoint interval (None: the job's or default)."""
+    from testbed import schema
+    ad.add_argument("--distance-km", type=_finite, default=None,
+                    help="fibre distance (--experiment: default its farthest)")
+    ad.add_argument("--rate", default=None, help="line rate (default 100gbit)")
+    ad.add_argument("--loss-pct", type=_finite, default=None,
+                    help="random loss per packet (default 0)")
+    ad.add_argument("--workers", type=_count, default=None, help="GPU workers per site "
+                    "(default 1; a checkpoint job: its ranks on one 8-GPU host)")
+    ad.add_argument("--topology", default=None, help="topology (default apn)")
+    ad.add_argument("--host", default=None,
+                    choices=sorted(schema.HOST_PROFILES), help="the end hosts' profile "
+                    f"assumed (default {schema.DEFAULT_HOST}; docs/hosts.md)")
+    ad.add_argument("--checkpoint-interval-s", type=_finite, default=None, metavar="S",
+                    help="a checkpoint job's training seconds between checkpoints "
+                    "(default: the config's time_between_checkpoints)")
+
+
+def _advise_goal_args(ad: Any) -> None:
+    """advise's goal, one of them."""
+    goal = ad.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--slowdown-pct", type=_finite, help="at most this slowdown against "
+                      "co-located (e.g. 1)")
+    goal.add_argument("--au-pct", type=_finite, help="at least this AU (e.g. 90)")
+    goal.add_argument("--lost-pct", type=_finite, help="a checkpoint job: at most this "
+                      "share of training time lost to checkpoints (e.g. 1)")
+    goal.add_argument("--write-s", type=_finite, help="a checkpoint job: at most this many "
+                      "seconds per checkpoint")
 
 
 def _probe_parser(sub: Any) -> None:

@@ -176,16 +176,22 @@ def experiment_tables(source: str) -> tuple[dict[str, Any], dict[str, Any]]:
     # the kernel's read-ahead where the file leaves it (so the start shows no change)
     mount = {"read_ahead_kb": far.mount.read_ahead_kb or kernel.READ_AHEAD_KB,
              **doc.get("mounts", {}).get(profile, {})}
-    fibre = far.fibres[0][1]
-    figures = {"distance_km": sum(f.distance_km for _, f in far.fibres),
-               "rate": f"{format_value(fibre.rate_mbit)}mbit", "loss_pct": fibre.loss_pct,
-               "workers": far.workers, "topology": plan.topology,
-               "host": str(far.value("host")),
-               "kind": "checkpoint" if raw.checkpoint is not None else "experiment"}
     out = {"fixed": fixed, "workload": workload, "dataset": dataset, "mount": mount}
     if "hosts" in doc:
         out["hosts"] = doc["hosts"]
-    return out, figures
+    return out, far_figures(plan, far)
+
+
+def far_figures(plan: Plan, far: Point) -> dict[str, Any]:
+    """An experiment's farthest point as advise's scenario: distance, rate, loss,
+    workers, topology, host, and its kind (checkpoint or experiment)."""
+    fibre = far.fibres[0][1]
+    return {"distance_km": sum(f.distance_km for _, f in far.fibres),
+            "rate": f"{format_value(fibre.rate_mbit)}mbit", "loss_pct": fibre.loss_pct,
+            "workers": far.workers, "topology": plan.topology,
+            "host": str(far.value("host")),
+            "kind": "checkpoint" if plan.resolver.raw.checkpoint is not None
+            else "experiment"}
 
 
 def default_workers(kind: str, source: str) -> int:
