@@ -24,7 +24,7 @@ FAR = ["--distance-km", "3000", "--rate", "100gbit", "--model-only"]
 
 
 def test_the_shipped_configs_are_all_here():
-    assert len(TRAINING) == 9 and len(CHECKPOINTS) == 4
+    assert len(TRAINING) == 6 and len(CHECKPOINTS) == 4
 
 
 @pytest.mark.parametrize("config", TRAINING, ids=lambda p: p.name)
