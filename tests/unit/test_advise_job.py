@@ -156,3 +156,25 @@ def test_keeping_the_window_is_a_write_path_move(tmp_path):
     move = next(m for m in adv.MOVES if m.knob == "slow_start_after_idle")
     assert adv.next_rung(move, True) is False and adv.next_rung(move, False) is None
     assert "slow_start_after_idle" in adv.DEFAULT_ALLOWED
+
+
+def checkpoint_summary(write_s, model_s, full_lost, limited="round trips"):
+    import pandas as pd
+    return pd.DataFrame([
+        {"baseline": True, "write_s": 0.01, "write_model_s": 0.01, "full_lost_pct": 0.5,
+         "write_full_model_s": 9.4, "limited_by": "fibre", "n": 8},
+        {"baseline": False, "write_s": write_s, "write_model_s": model_s, "au_pct": 80.0,
+         "au_pct_ci": 1.0, "slowdown_pct": 5.0, "slowdown_pct_ci": 1.0,
+         "full_lost_pct": full_lost, "write_full_model_s": 11.3, "write_MB_s": 100.0,
+         "rank_MB": 14.0, "limited_by": limited, "n": 8}])
+
+
+def test_a_checkpoint_is_confirmed_by_the_model_holding_at_the_labs_size():
+    goal = adv.Goal("lost_pct", 1)
+    v = adv.judge(goal, checkpoint_summary(0.13, 0.12, 0.62))
+    assert v.confirmed and "within the goal" in v.why
+    v = adv.judge(goal, checkpoint_summary(0.20, 0.12, 0.62))
+    assert not v.confirmed and "does not name" in v.why
+    assert not adv.judge(goal, checkpoint_summary(0.13, 0.12, 1.5)).confirmed
+    assert not adv.judge(goal, checkpoint_summary(0.13, 0.12, 0.6, "emulator")).confirmed
+    assert adv.judge(adv.Goal("write_s", 12), checkpoint_summary(0.13, 0.12, 0.6)).confirmed

@@ -668,6 +668,8 @@ def judge(goal: Goal, summary: Any) -> Verdict:
     judge it: confirmed when the goal holds at the interval's worse end. An emulator-
     limited point confirms nothing; a measurement more than 15 % off the model is named."""
     far = summary[~summary["baseline"].astype(bool)].iloc[-1]
+    if goal.metric in ("lost_pct", "write_s"):
+        return judge_checkpoint(goal, far)
     get = lambda c: float(far.get(c, math.nan))  # noqa: E731
     au, au_ci, sd, sd_ci = (get("au_pct"), get("au_pct_ci"), get("slowdown_pct"),
                             get("slowdown_pct_ci"))
@@ -692,3 +694,33 @@ def judge(goal: Goal, summary: Any) -> Verdict:
         why += f"; measured {measured:.0f} MB/s, {100 * off:.0f} % off the model's " \
                f"{modelled:.0f}: a limit the model does not name"
     return Verdict(au, au_ci, sd, sd_ci, measured, modelled, limited, int(get("n")), ok, why)
+
+
+def judge_checkpoint(goal: Goal, far: Any) -> Verdict:
+    """A checkpoint job's confirmation (its summary's far row): the lab writes 1/1000 of
+    each rank's bytes, where round trips weigh more than at full size, so the goal is
+    judged on the write model at full size (full_lost_pct, write_full_model_s) once the
+    measurement has confirmed the model at the lab's size: the slowest rank's write
+    within 15 % of write_model_s. An emulator-limited point confirms nothing."""
+    get = lambda c: float(far.get(c, math.nan))  # noqa: E731
+    write, model_s = get("write_s"), get("write_model_s")
+    full_lost, full_s = get("full_lost_pct"), get("write_full_model_s")
+    limited = str(far.get("limited_by", ""))
+    off = write / model_s - 1.0 if model_s > 0 else math.inf
+    meets = goal.met_by(100.0 - full_lost, math.nan, full_s)
+    if limited == "emulator":
+        ok, why = False, "emulator-limited: the lab kernel did not keep up"
+    elif abs(off) > 0.15:
+        ok, why = False, (f"the lab-sized write took {write:.3f} s, {100 * off:+.0f} % off "
+                          f"the model's {model_s:.3f}: a limit the model does not name, "
+                          "so its full-size answer is not confirmed")
+    else:
+        ok, why = meets, (f"the lab-sized write is {100 * off:+.0f} % off the model; at "
+                          f"full size it says {full_s:.2f} s a checkpoint, {full_lost:.2f} % "
+                          "lost: " + ("within the goal" if meets else "the goal is missed"))
+    rank_mb = get("rank_MB")
+    return Verdict(get("au_pct"), get("au_pct_ci"), get("slowdown_pct"),
+                   get("slowdown_pct_ci"), get("write_MB_s"),
+                   rank_mb / model_s if model_s > 0 else math.nan, limited,
+                   int(get("n")), ok, why)
+
