@@ -8,9 +8,11 @@
     testbed run FILE [--out DIR] [--resume] [--check] [-p KNOB=VALUE ...]
                 [--parallel N|auto] [--scheduler tcp://HOST:PORT]
     testbed demo [--out DIR] [--check] [...]    the small default experiment
-    testbed advise --workload W --distance-km D (--slowdown-pct G | --au-pct G)
-                [--rate R] [--workers N] [--allow KNOB,...] [--model-only] [--out DIR]
-                                                which settings buy the distance back
+    testbed advise (--workload W | --dlio F.yaml | --checkpoint F.yaml | --trace F |
+                    --experiment F.toml) --distance-km D
+                (--slowdown-pct G | --au-pct G | --lost-pct G | --write-s G)
+                [--checkpoint-interval-s S] [--rate R] [--workers N] [--allow KNOB,...]
+                [--model-only] [--out DIR]      which settings buy the distance back
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
     testbed report DIR --markdown               a results folder's table as GitHub markdown
@@ -29,9 +31,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
@@ -332,16 +336,56 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return _run_experiment(DEMO_FILE, args)
 
 
+JOB_FLAGS = ("workload", "dlio", "checkpoint", "trace", "experiment")  # advise's job
+GOAL_FLAGS = ("slowdown_pct", "au_pct", "lost_pct", "write_s")
+
+
 def _advise_question(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The scenario and the goal (one of --slowdown-pct, --au-pct) the command line
-    asks about."""
+    """The scenario and the goal the command line asks about: the job (a preset, or a
+    file read here: a malformed one is one line before anything is written), the fibre
+    (an experiment file's farthest point where the line leaves it out) and the goal."""
     from testbed.experiment.advise import advise as adv
-    s = adv.Scenario(workload=args.workload, distance_km=args.distance_km, rate=args.rate,
-                     loss_pct=args.loss_pct, workers=args.workers, topology=args.topology,
-                     files=args.files, repetitions=args.repetitions, host=args.host)
-    if args.au_pct is not None:
-        return s, adv.Goal("au_pct", args.au_pct)
-    return s, adv.Goal("slowdown_pct", args.slowdown_pct)
+    from testbed.experiment.advise import job
+    flag = next(f for f in JOB_FLAGS if getattr(args, f) is not None)
+    kind = "preset" if flag == "workload" else flag
+    source, label, figures = "", args.workload, {}
+    if kind != "preset":
+        path = Path(getattr(args, flag)).absolute()
+        job.kind_of_file(kind, path)
+        source, label = str(path), path.name
+        if kind == "experiment":
+            figures = job.experiment_tables(source)[1]
+    if args.distance_km is None and "distance_km" not in figures:
+        raise SpecError("advise: --distance-km is needed (an experiment file gives its "
+                        "farthest point's)")
+    if args.checkpoint_interval_s is not None and not (
+            kind == "checkpoint" or figures.get("kind") == "checkpoint"):
+        raise SpecError("advise: --checkpoint-interval-s is for a checkpoint job "
+                        "(--checkpoint FILE.yaml)")
+    for name, value in (("distance_km", args.distance_km),
+                        ("checkpoint_interval_s", args.checkpoint_interval_s)):
+        _in_bounds(name, value)
+    given = {k: getattr(args, k) for k in ("distance_km", "rate", "loss_pct", "workers",
+                                           "topology", "host")
+             if getattr(args, k) is not None}
+    defaults = {"rate": "100gbit", "loss_pct": 0.0, "topology": "apn",
+                "host": adv.default("host"),
+                "workers": job.default_workers(kind, source) if source else 1}
+    chosen = {**defaults, **{k: v for k, v in figures.items() if k != "kind"}, **given}
+    s = adv.Scenario(workload=label, files=args.files, repetitions=args.repetitions,
+                     kind=kind, source=source, interval_s=args.checkpoint_interval_s,
+                     **chosen)
+    metric = next(g for g in GOAL_FLAGS if getattr(args, g) is not None)
+    return s, adv.Goal(metric, getattr(args, metric))
+
+
+def _in_bounds(knob: str, value: float | None) -> None:
+    """A flag's number within its knob's bounds (schema.py); SpecError naming the flag."""
+    from testbed.experiment.plan.dimensions import BY_NAME
+    d = BY_NAME[knob]
+    if value is not None and not (d.lo or 0) <= value <= (d.hi or math.inf):
+        raise SpecError(f"--{knob.replace('_', '-')}: {value:g} is out of range: "
+                        f"{d.lo:g} .. {d.hi:g}{' ' + d.unit if d.unit else ''}")
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
@@ -354,9 +398,12 @@ def cmd_advise(args: argparse.Namespace) -> int:
     s, goal = _advise_question(args)
     allowed = tuple(k.strip() for k in args.allow.split(",") if k.strip())
     folder = Path(args.out) if args.out else \
-        Path("results") / f"advise-{s.workload}-{s.distance_km:g}km"
-    plan = confirm.load(s, (), folder if not args.model_only else _scratch(), "start")
-    found = adv.advise(plan, goal, allowed)
+        Path("results") / f"advise-{Path(s.workload).stem}-{s.distance_km:g}km"
+    with tempfile.TemporaryDirectory(prefix="testbed-advise-") as scratch:
+        plan = confirm.load(s, (), Path(scratch), "start")  # checked before any is kept
+        found = adv.advise(plan, goal, allowed)
+    if not args.model_only:
+        confirm.load(s, (), folder, "start")
     for shown in confirm.model_answer(found, time.perf_counter() - t0, s.host):
         out.print(shown)
     if args.model_only:
@@ -392,12 +439,6 @@ def _advise_runner(args: argparse.Namespace) -> Callable[[Any, Path], Any]:
         out.print(report.build(where, p).table)
         return outcome
     return measure
-
-
-def _scratch() -> Path:
-    """A folder for files nobody keeps (--model-only's experiment file)."""
-    import tempfile
-    return Path(tempfile.mkdtemp(prefix="testbed-advise-"))
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -568,25 +609,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _advise_parser(sub: Any) -> None:
-    from testbed import schema
     from testbed.experiment.advise import advise as adv
-    from testbed.workload.presets import PRESETS
-    ad = sub.add_parser("advise", help="which settings keep a workload within a goal at a "
+    ad = sub.add_parser("advise", help="which settings keep a job within a goal at a "
                         "distance: the model's cheapest, confirmed in emulation")
-    ad.add_argument("--workload", required=True, choices=sorted(PRESETS),
-                    help="a workload preset")
-    ad.add_argument("--distance-km", type=_finite, required=True, help="fibre distance")
-    ad.add_argument("--rate", default="100gbit", help="line rate (default 100gbit)")
-    ad.add_argument("--loss-pct", type=_finite, default=0.0, help="random loss per packet")
-    ad.add_argument("--workers", type=_count, default=1, help="GPU workers per site")
-    ad.add_argument("--topology", default="apn", help="topology (default apn)")
-    ad.add_argument("--host", default=schema.DEFAULT_HOST,
-                    choices=sorted(schema.HOST_PROFILES), help="the end hosts' profile "
-                    "assumed (default %(default)s; docs/hosts.md)")
-    goal = ad.add_mutually_exclusive_group(required=True)
-    goal.add_argument("--slowdown-pct", type=_finite, help="at most this slowdown against "
-                      "co-located (e.g. 1)")
-    goal.add_argument("--au-pct", type=_finite, help="at least this AU (e.g. 90)")
+    _advise_job_args(ad)
+    _advise_scenario_args(ad)
+    _advise_goal_args(ad)
     ad.add_argument("--allow", default=",".join(adv.DEFAULT_ALLOWED), metavar="KNOB,...",
                     help="the knobs it may change (default: %(default)s)")
     ad.add_argument("--model-only", action="store_true",
@@ -603,6 +631,52 @@ def _advise_parser(sub: Any) -> None:
     ad.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                     help="send the points to this Dask scheduler's workers")
     ad.set_defaults(func=cmd_advise, param=[], resume=False)
+
+
+def _advise_job_args(ad: Any) -> None:
+    """advise's job: a preset or a file, one of them."""
+    from testbed.workload.presets import PRESETS
+    jobs = ad.add_mutually_exclusive_group(required=True)
+    jobs.add_argument("--workload", choices=sorted(PRESETS), help="a workload preset")
+    jobs.add_argument("--dlio", metavar="FILE.yaml", help="a DLIO training config "
+                      "(MLPerf Storage's as they are, or your own)")
+    jobs.add_argument("--checkpoint", metavar="FILE.yaml", help="a DLIO checkpoint config "
+                      "(MLPerf Storage's llama3_*.yaml, or your own)")
+    jobs.add_argument("--trace", metavar="FILE", help="a recorded trace (testbed trace "
+                      "record): the model reads it as a loader, a confirmation replays it")
+    jobs.add_argument("--experiment", metavar="FILE.toml", help="an experiment file: its "
+                      "workload, dataset, mounts and topology at its farthest point")
+
+
+def _advise_scenario_args(ad: Any) -> None:
+    """advise's fibre, end hosts and checkpoint interval (None: the job's or default)."""
+    from testbed import schema
+    ad.add_argument("--distance-km", type=_finite, default=None,
+                    help="fibre distance (--experiment: default its farthest)")
+    ad.add_argument("--rate", default=None, help="line rate (default 100gbit)")
+    ad.add_argument("--loss-pct", type=_finite, default=None,
+                    help="random loss per packet (default 0)")
+    ad.add_argument("--workers", type=_count, default=None, help="GPU workers per site "
+                    "(default 1; a checkpoint job: its ranks on one 8-GPU host)")
+    ad.add_argument("--topology", default=None, help="topology (default apn)")
+    ad.add_argument("--host", default=None,
+                    choices=sorted(schema.HOST_PROFILES), help="the end hosts' profile "
+                    f"assumed (default {schema.DEFAULT_HOST}; docs/hosts.md)")
+    ad.add_argument("--checkpoint-interval-s", type=_finite, default=None, metavar="S",
+                    help="a checkpoint job's training seconds between checkpoints "
+                    "(default: the config's time_between_checkpoints)")
+
+
+def _advise_goal_args(ad: Any) -> None:
+    """advise's goal, one of them."""
+    goal = ad.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--slowdown-pct", type=_finite, help="at most this slowdown against "
+                      "co-located (e.g. 1)")
+    goal.add_argument("--au-pct", type=_finite, help="at least this AU (e.g. 90)")
+    goal.add_argument("--lost-pct", type=_finite, help="a checkpoint job: at most this "
+                      "share of training time lost to checkpoints (e.g. 1)")
+    goal.add_argument("--write-s", type=_finite, help="a checkpoint job: at most this many "
+                      "seconds per checkpoint")
 
 
 def _probe_parser(sub: Any) -> None:

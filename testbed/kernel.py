@@ -14,6 +14,11 @@ RPC_SLOTS         sunrpc's tcp_max_slot_table_entries: NFSv3 requests in flight 
 SESSION_SLOTS     the NFSv4.1+ client's max_session_slots: requests it asks a session
                   for (64)
 NCONNECT          mount.nfs's TCP connections per server when nconnect is not given (1)
+TCP_RTO_MIN_S     TCP's least retransmission timeout (TCP_RTO_MIN, 200 ms): the RTO is at
+                  least the smoothed RTT plus this
+SLOW_START_AFTER_IDLE  net.ipv4.tcp_slow_start_after_idle (1): a connection idle for
+                  longer than its RTO restarts from the initial window (its window
+                  halved per RTO idle, RFC 2861 / tcp_cwnd_restart)
 """
 
 READ_AHEAD_KB = 128
@@ -21,3 +26,5 @@ TCP_BUFFER_BYTES = 6 << 20
 RPC_SLOTS = 65_536
 SESSION_SLOTS = 64
 NCONNECT = 1
+TCP_RTO_MIN_S = 0.2
+SLOW_START_AFTER_IDLE = True

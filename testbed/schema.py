@@ -441,6 +441,10 @@ DIMENSIONS: tuple[Dimension, ...] = (
       "receivers delay ACKs (false: route quickack on every host)", default=True),
     D("loss_probe", "bool", "", "host",
       "senders send tail loss probes (false: tcp_early_retrans = 0)", default=True),
+    D("slow_start_after_idle", "bool", "", "host",
+      "an idle connection restarts from the initial window "
+      "(net.ipv4.tcp_slow_start_after_idle; false keeps it)", default=True,
+      source="Linux's default 1 (RFC 2861); wide-area data movers set 0"),
     # the end hosts (a host profile: [hosts.NAME] or a preset of HOST_PROFILES): what one
     # GPU host's NFS client, its storage NIC and the storage server move at most. Data
     # rates are the file data a connection or server moves (what fio reports); NIC rates
@@ -490,6 +494,12 @@ DIMENSIONS: tuple[Dimension, ...] = (
       default=NO_PRESET, section="workload", key="preset"),
     D("workload_scale", "float", "", "preset", "preset scale (sample and compute)",
       1e-6, 1, default=1.0, section="workload", key="scale"),
+    # a checkpoint job's training time between two checkpoints (unset: the DLIO config's
+    # time_between_checkpoints, MLPerf's 5 s); in the job's full-size seconds
+    D("checkpoint_interval_s", "float", "s", "run",
+      "training time between checkpoints (default: the DLIO config's)", 0, 365 * 86_400,
+      section="workload", optional=True,
+      source="DLIO checkpoint.time_between_checkpoints (MLPerf Storage: 5 s)"),
     D("batch", "int", "", "loader", "samples per step", 1, 100_000, default=4,
       section="workload"),
     D("compute_ms", "float", "ms", "loader", "emulated compute per step", 0, 600_000,

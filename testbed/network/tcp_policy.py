@@ -7,6 +7,8 @@ and route metrics in the hosts' namespaces.
     time scale       every route's rto_min stretched to k x 200 ms (locked, so TCP uses it)
     delayed ACKs     on (Linux's default) or route quickack on every host's routes
     loss probes      net.ipv4.tcp_early_retrans: tail loss probes on or off
+    idle restart     net.ipv4.tcp_slow_start_after_idle: an idle connection's window
+                     restarts (Linux's default) or is kept
 
 Network holds one TcpPolicy as `net.tcp`; it writes nothing until the network is built.
 """
@@ -97,6 +99,7 @@ class TcpPolicy:
         self.delayed_ack = True  # False: every host's routes carry quickack
         self.memory = TcpMemory()  # the kernel's tcp_mem, raised to fit the buffers
         self.loss_probe = True  # False: no host sends tail loss probes
+        self.slow_start_after_idle = True  # False: idle connections keep their window
 
     def sysctl(self, node: str, key: str, value: str, optional: bool = False) -> None:
         """Write /proc/sys/<key> inside node's namespace (optional: skip a global knob
@@ -171,6 +174,16 @@ class TcpPolicy:
                 self.sysctl(host, "net/ipv4/tcp_early_retrans",
                             TLP_ON if on else TLP_OFF)
             self.loss_probe = on
+
+    def set_slow_start_after_idle(self, on: bool) -> None:
+        """Whether a connection idle for longer than its RTO restarts from the initial
+        window, halved per RTO idle (Linux's default, RFC 2861) or keeps its window
+        (what wide-area data movers set). Per network namespace, so per host; it also
+        gates the decay of a window left unused while the sender was short of data."""
+        if on != self.slow_start_after_idle:
+            for host in self.nodes.hosts:
+                self.sysctl(host, "net/ipv4/tcp_slow_start_after_idle", "1" if on else "0")
+            self.slow_start_after_idle = on
 
     def _restate_routes(self) -> None:
         """Every host's routes with the timers of the current time scale and ACK policy."""

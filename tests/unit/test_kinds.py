@@ -80,6 +80,21 @@ def test_a_job_sends_the_trace_and_the_kernel_reads_its_copy(tmp_path):
         .resolver.raw.trace == str(at)
 
 
+def test_the_interval_between_checkpoints_is_the_configs_unless_set(tmp_path):
+    """checkpoint_interval_s overrides the config's time_between_checkpoints (5 s) in the
+    lab's loop (scaled and dilated alike) and in every figure at full size."""
+    base = f'dlio = "{LLAMA}"\nscale = 0.001'
+    plan = plan_mod.load(experiment(tmp_path, base, 'workers = 2\ntime_scale = 3'))
+    job, point = plan.resolver.raw.checkpoint, plan.points[-1]
+    assert kinds.interval_s(point, job) == 5.0
+    set_ = plan_mod.load(experiment(tmp_path, base + "\ncheckpoint_interval_s = 1800",
+                                    'workers = 2\ntime_scale = 3'))
+    point = set_.points[-1]
+    assert kinds.interval_s(point, job) == 1800.0
+    assert measure_checkpoint.plan_of(job, point, 0, 2).interval_s == \
+        pytest.approx(1800 * 0.001 * 3)
+
+
 def test_checkpoint_plan_scales_bytes_and_interval_and_dilates(tmp_path):
     plan = plan_mod.load(experiment(tmp_path, f'dlio = "{LLAMA}"\nscale = 0.001',
                                     'rate = "1gbit"\nworkers = 2\ntime_scale = 3'))

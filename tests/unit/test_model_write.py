@@ -169,3 +169,27 @@ def test_bad_sizes_raise_one_line(files, folders):
     with pytest.raises(ValueError) as err:
         write_bound(WritePath(RTT, LINE), files, folders)
     assert "\n" not in str(err.value) and str(err.value)
+
+
+def test_a_connection_restarts_only_after_an_rto_idle_or_spread_over_several():
+    """tcp_slow_start_after_idle: a connection idle past its RTO (RTT + 200 ms) restarts
+    from the initial window; a shorter pause, or the sysctl off, keeps the window (the
+    lab's lab-sized checkpoints 5 ms apart, where the restarting model read 0.70-0.73 x);
+    nconnect > 1 spreads the round trips and each connection idles through the others'."""
+    from testbed.model.write import restarts, rto_s
+    one = WritePath(RTT, 100e9)
+    assert rto_s(one) == pytest.approx(RTT + 0.2)
+    assert restarts(one, math.inf) and restarts(one, 1800.0) and restarts(one, 0.3)
+    assert not restarts(one, 0.005) and not restarts(one, 0.2)
+    off = WritePath(RTT, 100e9, slow_start_after_idle=False)
+    assert not restarts(off, math.inf) and not restarts(off, 1800.0)
+    spread = WritePath(RTT, 100e9, connections=8)
+    assert restarts(spread, 0.005)
+    files = [64 * MIB]
+    assert slow_start_s(one, 100e9, files, idle_s=0.005) == 0
+    assert slow_start_s(one, 100e9, files, idle_s=5.0) == slow_start_s(one, 100e9, files)
+    assert slow_start_s(off, 100e9, files, idle_s=5.0) == 0
+    kept = write_bound(off, files, idle_s=1800.0)
+    lost = write_bound(one, files, idle_s=1800.0)
+    assert kept.terms["slow start"] == 0 < lost.terms["slow start"]
+    assert lost.seconds - kept.seconds == pytest.approx(lost.terms["slow start"])

@@ -13,8 +13,12 @@ binding limit stops every candidate and LIFTS says what would lift it.
 
 The goal is a slowdown against the co-located point (`slowdown_pct`: step time at most
 1 + goal/100 times the co-located step, the model's co-located step being the compute's)
-or an AU (`au_pct`). Pure functions of a Plan (no kernel, no I/O): `--model-only`
-answers in well under a second.
+or an AU (`au_pct`). A plan that writes checkpoints (a DLIO checkpoint config) is rated
+by the write model instead (model.write_bound for rank 0, the largest, at the job's full
+size) and its goal is the share of training time lost to checkpoints (`lost_pct`, at the
+plan's interval between checkpoints) or the seconds a checkpoint takes (`write_s`); the
+knobs it may move are the write path's (job.KNOBS_OF). Pure functions of a Plan (no
+kernel, no I/O): `--model-only` answers in well under a second.
 """
 
 from __future__ import annotations
@@ -27,13 +31,17 @@ import tomli_w
 
 from testbed import kernel, model
 from testbed.errors import SpecError
+from testbed.experiment.advise import job as job_mod
+from testbed.experiment.advise.job import far_point
+from testbed.experiment.plan import kinds
 from testbed.experiment.resolve import explain
 from testbed.experiment.plan.dimensions import BY_NAME, Key
 from testbed.experiment.plan.plan import (Plan, Point, cache_need_mib, format_value,
                                      reads_per_batch)
 from testbed.schema import default
 from testbed.topology import worker_hosts
-from testbed.workload.presets import knob_values
+from testbed.workload import checkpoint as ck
+from testbed.workload.dlio_checkpoint import REALISTIC_INTERVAL_S, CheckpointJob
 
 
 @dataclass(frozen=True)
@@ -57,13 +65,14 @@ MOVES: tuple[Move, ...] = (
                                           "host (connection)", "host (server)")),
     Move("rpc_slots", (256, 4096, 65_536), 0, ("slots",)),
     Move("rsize", (262144, 524288, 1048576), 0, ("latency",)),
+    Move("slow_start_after_idle", (False,), 0, ("slow start",)),
     Move("readers", (8, 16, 32, 64, 128, 256), 1, ("latency",)),
     Move("prefetch", (4, 8, 16, 32), 1, ("latency",)),
     Move("data_path", ("cache",), 2, ("latency", "window", "loss", "fibre")),
     Move("data_path", ("staged",), 3, ("latency", "window", "loss", "fibre")),
 )
-DEFAULT_ALLOWED = ("read_ahead_kb", "tcp_buffer_mib", "nconnect", "rsize", "readers",
-                   "prefetch", "data_path")
+DEFAULT_ALLOWED = ("read_ahead_kb", "tcp_buffer_mib", "nconnect", "rsize",
+                   "slow_start_after_idle", "readers", "prefetch", "data_path")
 # The kernel's defaults a search starts from where the schema has no fixed default.
 START = {"read_ahead_kb": kernel.READ_AHEAD_KB, "tcp_buffer_mib": kernel.TCP_BUFFER_BYTES >> 20}
 # What the kernel keeps where a knob is left unset and a search need not write it out.
@@ -81,21 +90,38 @@ LIFTS = {"fibre": "a faster line, more lines (fewer workers per line), or a copy
          "host (server)": "a faster storage server, more connections where its limit is "
                           "per connection, or a copy at the GPU site",
          "compute": "nothing: the accelerator is the limit",
+         "round trips": "nothing on the write path: a checkpoint's folder, OPEN and COMMIT "
+                        "per file cross the fibre once each (fewer, larger files would)",
+         "slow start": "keeping the window between checkpoints "
+                       "(slow_start_after_idle = false) or fewer round trips to ramp up",
+         "client": "a faster copy into the client's page cache",
+         "server": "a faster storage server",
          "emulator": "a lab kernel that keeps up (time dilation)"}
 MIN_GAIN = 1.01  # a rung must raise the predicted rate by 1 % to count
 
 
+# A goal per metric: its largest value and its words. au_pct is met from above, the
+# others from below; lost_pct and write_s are a checkpoint job's (WRITE_GOALS).
+GOALS = {"slowdown_pct": (1000.0, "slowdown <= {} % against co-located"),
+         "au_pct": (100.0, "AU >= {} %"),
+         "lost_pct": (100.0, "training time lost to checkpoints <= {} %"),
+         "write_s": (365 * 86_400.0, "a checkpoint written in <= {} s")}
+WRITE_GOALS = ("lost_pct", "write_s", "au_pct")
+
+
 @dataclass(frozen=True)
 class Goal:
-    """What the advice must reach: slowdown_pct (<= against co-located) or au_pct (>=)."""
+    """What the advice must reach: slowdown_pct (<= against co-located), au_pct (>=),
+    or for a checkpoint job lost_pct (<=: the share of training time lost to
+    checkpoints, 100 - its AU) or write_s (<=: seconds per checkpoint)."""
 
     metric: str
     value: float
 
     def __post_init__(self) -> None:
-        if self.metric not in ("slowdown_pct", "au_pct"):
-            raise SpecError(f"goal: slowdown_pct or au_pct, not {self.metric!r}")
-        top = 1000.0 if self.metric == "slowdown_pct" else 100.0
+        if self.metric not in GOALS:
+            raise SpecError(f"goal: {', '.join(GOALS)}, not {self.metric!r}")
+        top = GOALS[self.metric][0]
         if not (math.isfinite(self.value) and 0 < self.value <= top):
             raise SpecError(f"--{self.metric.replace('_', '-')}: must be in (0, {top:g}], "
                             f"got {self.value:g}")
@@ -103,20 +129,25 @@ class Goal:
     @property
     def text(self) -> str:
         """The goal in words."""
-        return (f"slowdown <= {self.value:g} % against co-located"
-                if self.metric == "slowdown_pct" else f"AU >= {self.value:g} %")
+        return GOALS[self.metric][1].format(f"{self.value:g}")
 
-    def met_by(self, au_pct: float, slowdown_pct: float) -> bool:
-        """Whether a prediction or a measurement meets the goal."""
-        if self.metric == "slowdown_pct":
-            return slowdown_pct <= self.value
-        return au_pct >= self.value
+    def _figure(self, au_pct: float, slowdown_pct: float, write_s: float) -> float:
+        return {"slowdown_pct": slowdown_pct, "au_pct": au_pct, "lost_pct": 100.0 - au_pct,
+                "write_s": write_s}[self.metric]
 
-    def margin_pct(self, au_pct: float, slowdown_pct: float) -> float:
-        """How far inside the goal a figure is (negative: outside), in its own unit."""
-        if self.metric == "slowdown_pct":
-            return self.value - slowdown_pct
-        return au_pct - self.value
+    def met_by(self, au_pct: float, slowdown_pct: float, write_s: float = math.nan) -> bool:
+        """Whether a prediction or a measurement meets the goal (write_s: a checkpoint's
+        seconds, for that goal)."""
+        return self.margin_pct(au_pct, slowdown_pct, write_s) >= 0
+
+    def margin_pct(self, au_pct: float, slowdown_pct: float,
+                   write_s: float = math.nan) -> float:
+        """How far inside the goal a figure is (negative: outside; NaN figures are
+        outside), in its own unit."""
+        figure = self._figure(au_pct, slowdown_pct, write_s)
+        if math.isnan(figure):
+            return -math.inf
+        return figure - self.value if self.metric == "au_pct" else self.value - figure
 
 
 @dataclass(frozen=True)
@@ -131,6 +162,13 @@ class Candidate:
     au_pct: float
     limited_by: str
     meets: bool
+    write_s: float = math.nan  # a checkpoint job: seconds per checkpoint (rank 0, full size)
+    interval_s: float = math.nan  # a checkpoint job: training seconds between two
+
+    @property
+    def lost_pct(self) -> float:
+        """A checkpoint job's training time lost to its checkpoints (NaN for reads)."""
+        return 100.0 - self.au_pct if math.isfinite(self.write_s) else math.nan
 
     @property
     def slowdown_pct(self) -> float:
@@ -159,19 +197,18 @@ class Advice:
     notes: list[str] = field(default_factory=list)
 
 
-def far_point(plan: Plan) -> Point:
-    """The plan's point at its far end (the largest distance, not a baseline)."""
-    far = [p for p in plan.points if not p.is_baseline]
-    if not far:
-        raise SpecError(f"{plan.path}: no point away from the storage to advise on")
-    return max(far, key=lambda p: sum(f.distance_km for _, f in p.fibres))
-
-
 class Rater:
     """Rates settings of one point with the model: assignment changes -> Candidate."""
 
     def __init__(self, plan: Plan, goal: Goal) -> None:
         self.plan, self.goal = plan, goal
+        self.checkpoint: CheckpointJob | None = plan.resolver.raw.checkpoint
+        if goal.metric not in (WRITE_GOALS if self.checkpoint is not None
+                               else ("slowdown_pct", "au_pct")):
+            raise SpecError(f"--{goal.metric.replace('_', '-')}: " + (
+                "a checkpoint job's goal is --lost-pct, --write-s or --au-pct"
+                if self.checkpoint is not None else
+                "a goal for a checkpoint job; a reading job's is --slowdown-pct or --au-pct"))
         self.point = far_point(plan)
         self.base = dict(self.point.assignment)
         self.topo = plan.resolver.topo(self.point.workers)
@@ -192,6 +229,8 @@ class Rater:
         """The most the model could predict for a point, without the readers' event
         simulation (the demand, the fibre's share, the window, loss): a rung whose
         ceiling is no higher than the rate in hand need not be simulated."""
+        if self.checkpoint is not None:
+            return math.inf  # the write model is cheap: every rung is rated
         ra_kb, rmem = explain.planned_inputs(point)
         path, _, demand = explain.inputs(self.topo, point, self.worker, ra_kb, rmem,
                                          point.congestion)
@@ -203,12 +242,47 @@ class Rater:
     def rate(self, changes: dict[str, Any], tier: int, point: Point | None = None) -> Candidate:
         """The model's figures for the far point with `changes`."""
         point = point or self.point_of(changes)
+        if self.checkpoint is not None:
+            return self.rate_write(changes, tier, point)
         b = explain.planned_bounds(self.topo, point, self.worker)
         model_MB_s, demand = b.predicted / 1e6, b.compute / 1e6
         slowdown = max(0.0, 100.0 * (demand / model_MB_s - 1.0)) if model_MB_s > 0 \
             else math.inf
         return Candidate(tuple(changes.items()), tier, model_MB_s, demand, b.au_pct(),
                          b.limited_by, self.goal.met_by(b.au_pct(), slowdown))
+
+
+    def write_bound(self, point: Point) -> model.WriteBound:
+        """The write model's bound for rank 0 (the largest shard) of the checkpoint job
+        at its full size, with the point's write path, its connections idle for the
+        point's interval between checkpoints."""
+        job = self.checkpoint
+        assert job is not None
+        _, rmem = explain.planned_inputs(point)
+        wp = explain.write_path(self.topo, point, self.worker, rmem)
+        files = [f.nbytes for f in job.rank_files(0, job.ranks(point.workers), 1.0)]
+        return model.write_bound(wp, files, idle_s=kinds.interval_s(point, job))
+
+    def rate_write(self, changes: dict[str, Any], tier: int, point: Point) -> Candidate:
+        """The write model's figures for a checkpoint job's far point with `changes`:
+        model_MB_s a rank's write rate, demand_MB_s the rate the goal needs (the bytes
+        over the write time it allows), au_pct the training time not lost."""
+        job = self.checkpoint
+        assert job is not None
+        interval = kinds.interval_s(point, job)
+        b = self.write_bound(point)
+        lost = ck.training_time_lost_pct(b.seconds, interval) if b.seconds + interval > 0 \
+            else 0.0
+        allowed_s = {"write_s": self.goal.value,
+                     "lost_pct": interval * self.goal.value / max(1e-9, 100 - self.goal.value),
+                     "au_pct": interval * (100 - self.goal.value) / self.goal.value
+                     }[self.goal.metric]
+        mb = b.nbytes / 1e6
+        return Candidate(tuple(changes.items()), tier,
+                         mb / b.seconds if b.seconds > 0 else math.inf,
+                         mb / allowed_s if allowed_s > 0 else math.inf, 100.0 - lost,
+                         b.limited_by, self.goal.met_by(100.0 - lost, math.nan, b.seconds),
+                         write_s=b.seconds, interval_s=interval)
 
 
 def current(rater: Rater, changes: dict[str, Any], knob: str) -> Any:
@@ -224,6 +298,8 @@ def next_rung(move: Move, value: Any) -> Any | None:
     apply once, to the direct path."""
     if move.knob == "data_path":
         return move.rungs[0] if value == "direct" else None
+    if isinstance(move.rungs[0], bool):  # a switch: its one other position
+        return move.rungs[0] if value != move.rungs[0] else None
     if value == "auto":
         return None
     above = [r for r in move.rungs if value is None or float(r) > float(value)]
@@ -314,6 +390,8 @@ def with_slack(rater: Rater, cand: Candidate) -> Candidate:
     with a thin margin (the readers' round trips allow less than THIN x the demand): the
     model's rate is unchanged (it counts files in flight as the readers'); the loader
     holds the extra batches in memory."""
+    if rater.checkpoint is not None:
+        return cand
     point = rater.point_of(dict(cand.changes))
     reads, _ = reads_per_batch(point)
     readers, prefetch = point.workload.readers, point.workload.prefetch
@@ -367,8 +445,8 @@ def advise(plan: Plan, goal: Goal, allowed: tuple[str, ...] = DEFAULT_ALLOWED,
         raise SpecError(f"--allow: no advice ladder for {', '.join(unknown)}; known: "
                         f"{', '.join(dict.fromkeys(m.knob for m in MOVES))}")
     rater = Rater(plan, goal)
-    start = {k: v for k, v in START.items() if k in allowed and
-             rater.point.value(k) in (None, "auto")}
+    allowed = job_mod.knobs_of(kinds.name_of(plan), allowed)
+    start = {k: v for k, v in START.items() if k in allowed and rater.point.value(k) is None}
     here = rater.rate(start, 0)
     advice = Advice(goal, [here])
     while not here.meets and len(advice.path) < max_steps:
@@ -391,8 +469,50 @@ def advise(plan: Plan, goal: Goal, allowed: tuple[str, ...] = DEFAULT_ALLOWED,
         if advice.runner_up.changes == here.changes:
             advice.runner_up = None
     advice.stopped_by = "" if here.meets else here.limited_by
-    advice.notes += _line_note(rater)
+    if plan.resolver.raw.trace:
+        advice.notes += job_mod.trace_loader(kinds.load_trace(plan.resolver.raw.trace))[1]
+    advice.notes += _checkpoint_notes(rater, advice) if rater.checkpoint is not None \
+        else _line_note(rater)
     return advice
+
+
+def _checkpoint_notes(rater: Rater, advice: Advice) -> list[str]:
+    """A checkpoint job's figures: a rank's bytes, what the line alone takes for every
+    rank sharing it, and the training time lost at the config's interval and at a
+    realistic one (REALISTIC_INTERVAL_S) with the answer's setting."""
+    job, p = rater.checkpoint, rater.point
+    assert job is not None
+    ranks = job.ranks(p.workers)
+    last = advice.recommended or advice.path[-1]
+    b = rater.write_bound(rater.point_of(dict(last.changes)))
+    line = model.fibre_Bps(explain.inputs(rater.topo, p, rater.worker, kernel.READ_AHEAD_KB,
+                                          kernel.TCP_BUFFER_BYTES, p.congestion)[0]) * p.workers
+    floor = b.nbytes * p.workers / line if line > 0 else 0.0
+    lost = {s: ck.training_time_lost_pct(b.seconds, s) for s in
+            dict.fromkeys((last.interval_s, job.interval_s, REALISTIC_INTERVAL_S))}
+    return [f"{job.name}: {ranks} ranks, {p.workers} on this GPU host sharing its line; "
+            f"rank 0 writes {b.nbytes / 2**30:.1f} GiB a checkpoint; the line alone takes "
+            f"{floor:.1f} s for the host's {p.workers} ranks",
+            f"{last.text}: {b.seconds:.1f} s a checkpoint (limited by {b.limited_by}); "
+            "training time lost " + ", ".join(
+                f"{v:.2f} % at {_interval_text(s)}" + _whose(s, last.interval_s, job.interval_s)
+                for s, v in lost.items())]
+
+
+def _whose(seconds: float, goal_s: float, config_s: float) -> str:
+    """Which interval this is: the goal's, the config's, both, or the realistic one."""
+    names = [n for n, v in (("the goal's", goal_s), ("the config's", config_s))
+             if v == seconds]
+    return f" ({' and '.join(names)})" if names else " (a realistic one)"
+
+
+def _interval_text(seconds: float) -> str:
+    """An interval between checkpoints in words: 5 s, 30 min, 2 h."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
 
 
 def _line_note(rater: Rater) -> list[str]:
@@ -429,10 +549,11 @@ def _runner_up(rater: Rater, best: Candidate, allowed: tuple[str, ...]) -> Candi
 
 @dataclass(frozen=True)
 class Scenario:
-    """What advise is asked about: a workload preset on a topology, the fibre, workers
-    per site, and the confirmation's repetitions."""
+    """What advise is asked about: a job (a workload preset, or a file of job.KINDS) on
+    a topology, the fibre, workers per site, the confirmation's repetitions, and for a
+    checkpoint job the training seconds between checkpoints (None: the config's)."""
 
-    workload: str
+    workload: str  # the preset's name, or the job file's name (its label in tables)
     distance_km: float
     rate: str = "100gbit"
     loss_pct: float = 0.0
@@ -441,6 +562,9 @@ class Scenario:
     files: int = 8
     repetitions: int = 3
     host: str = default("host")  # the host profile assumed (docs/hosts.md)
+    kind: str = "preset"  # job.KINDS
+    source: str = ""  # the job's file (absolute; "" for a preset)
+    interval_s: float | None = None  # a checkpoint job's interval override
 
 
 WINDOW = {"warmup_max_s": 3, "measure_s": 4, "measure_max_s": 20, "min_steps": 8,
@@ -463,17 +587,34 @@ def experiment(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
     baseline), every repetition its own run, as the tables of its file: what a
     confirmation runs, and what a user may paste and run again."""
     t = _tables(changes)
-    files = max(s.files, files_for({**knob_values(s.workload), **dict(changes)}))
+    if s.kind == "experiment":
+        base, _ = job_mod.experiment_tables(s.source)
+        mount, loader = base.pop("mount"), dict(base["workload"])
+        if s.interval_s is not None:
+            base["workload"]["checkpoint_interval_s"] = s.interval_s
+    else:
+        base = job_mod.tables(s.kind, s.source or s.workload, s.files, s.interval_s)
+        mount, loader = dict(START), job_mod.loader_knobs(s.kind, s.source or s.workload)
+    dataset = dict(base["dataset"])
+    if "files" in dataset or s.kind != "checkpoint":
+        dataset["files"] = max(int(dataset.get("files", s.files)),
+                               files_for({**loader, **dict(changes)}))
     what = ", ".join(f"{k}={format_value(v)}" for k, v in changes) or "defaults"
-    return {"name": name, "topology": s.topology,
-            "description": f"{s.workload} at {s.distance_km:g} km over {s.rate}: {what}",
-            "repetitions": s.repetitions,
-            "fixed": {"workers": s.workers, "rate": s.rate, "loss_pct": s.loss_pct,
-                      "workload": s.workload, "time_scale": "auto", "mount": "advised",
-                      "host": s.host, **t["fixed"]},
-            "sweep": {"distance_km": [0, s.distance_km]},
-            "mounts": {"advised": {**START, **t["mounts"]}},
-            "dataset": {"files": files}, "workload": {**WINDOW, **t["workload"]}}
+    fixed = {k: v for k, v in base["fixed"].items() if k != "distance_km"}
+    doc = {"name": name, "topology": s.topology,
+           "description": f"{s.workload} at {s.distance_km:g} km over {s.rate}: {what}",
+           "repetitions": s.repetitions,
+           "fixed": {"time_scale": "auto", **fixed, "workers": s.workers, "rate": s.rate,
+                     "loss_pct": s.loss_pct, "mount": "advised", "host": s.host,
+                     **t["fixed"]},
+           "sweep": {"distance_km": [0, s.distance_km]},
+           "mounts": {"advised": {**mount, **t["mounts"]}},
+           "workload": {**WINDOW, **base["workload"], **t["workload"]}}
+    if dataset:
+        doc["dataset"] = dataset
+    if "hosts" in base:
+        doc["hosts"] = base["hosts"]
+    return doc
 
 
 def experiment_text(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
@@ -527,6 +668,8 @@ def judge(goal: Goal, summary: Any) -> Verdict:
     judge it: confirmed when the goal holds at the interval's worse end. An emulator-
     limited point confirms nothing; a measurement more than 15 % off the model is named."""
     far = summary[~summary["baseline"].astype(bool)].iloc[-1]
+    if goal.metric in ("lost_pct", "write_s"):
+        return judge_checkpoint(goal, far)
     get = lambda c: float(far.get(c, math.nan))  # noqa: E731
     au, au_ci, sd, sd_ci = (get("au_pct"), get("au_pct_ci"), get("slowdown_pct"),
                             get("slowdown_pct_ci"))
@@ -551,3 +694,33 @@ def judge(goal: Goal, summary: Any) -> Verdict:
         why += f"; measured {measured:.0f} MB/s, {100 * off:.0f} % off the model's " \
                f"{modelled:.0f}: a limit the model does not name"
     return Verdict(au, au_ci, sd, sd_ci, measured, modelled, limited, int(get("n")), ok, why)
+
+
+def judge_checkpoint(goal: Goal, far: Any) -> Verdict:
+    """A checkpoint job's confirmation (its summary's far row): the lab writes 1/1000 of
+    each rank's bytes, where round trips weigh more than at full size, so the goal is
+    judged on the write model at full size (full_lost_pct, write_full_model_s) once the
+    measurement has confirmed the model at the lab's size: the slowest rank's write
+    within 15 % of write_model_s. An emulator-limited point confirms nothing."""
+    get = lambda c: float(far.get(c, math.nan))  # noqa: E731
+    write, model_s = get("write_s"), get("write_model_s")
+    full_lost, full_s = get("full_lost_pct"), get("write_full_model_s")
+    limited = str(far.get("limited_by", ""))
+    off = write / model_s - 1.0 if model_s > 0 else math.inf
+    meets = goal.met_by(100.0 - full_lost, math.nan, full_s)
+    if limited == "emulator":
+        ok, why = False, "emulator-limited: the lab kernel did not keep up"
+    elif abs(off) > 0.15:
+        ok, why = False, (f"the lab-sized write took {write:.3f} s, {100 * off:+.0f} % off "
+                          f"the model's {model_s:.3f}: a limit the model does not name, "
+                          "so its full-size answer is not confirmed")
+    else:
+        ok, why = meets, (f"the lab-sized write is {100 * off:+.0f} % off the model; at "
+                          f"full size it says {full_s:.2f} s a checkpoint, {full_lost:.2f} % "
+                          "lost: " + ("within the goal" if meets else "the goal is missed"))
+    rank_mb = get("rank_MB")
+    return Verdict(get("au_pct"), get("au_pct_ci"), get("slowdown_pct"),
+                   get("slowdown_pct_ci"), get("write_MB_s"),
+                   rank_mb / model_s if model_s > 0 else math.nan, limited,
+                   int(get("n")), ok, why)
+

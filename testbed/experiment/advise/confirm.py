@@ -43,18 +43,38 @@ def load(s: adv.Scenario, changes: tuple[tuple[str, Any], ...], folder: Path,
     return plan_mod.load(path)
 
 
+def _writes(a: adv.Advice) -> bool:
+    """Whether the advice is a checkpoint job's (its candidates rated by the write model)."""
+    return any(math.isfinite(c.write_s) for c in a.path)
+
+
 def _table(a: adv.Advice) -> Table:
-    """The model's way from the defaults to the goal, a row per candidate."""
+    """The model's way from the defaults to the goal, a row per candidate: AU and
+    slowdown for reads, seconds per checkpoint and training time lost for writes."""
     t = Table(title=f"the model's candidates, cheapest first (goal: {a.goal.text})",
               title_justify="left")
-    for c in ("#", "setting (changed from the defaults)", "cost", "model MB/s", "AU %",
-              "slowdown %", "limited by", "meets"):
+    writes = _writes(a)
+    figures = ("MB/s a rank", "write s", "lost %") if writes else \
+        ("model MB/s", "AU %", "slowdown %")
+    for c in ("#", "setting (changed from the defaults)", "cost", *figures, "limited by",
+              "meets"):
         t.add_column(c, justify="left" if c.startswith("setting") else "right")
     for i, c in enumerate(a.path):
-        t.add_row(str(i), c.text, adv.TIER_SHORT[c.tier], rate(c.model_MB_s),
-                  f"{c.au_pct:.1f}", f"{c.slowdown_pct:.1f}", c.limited_by,
-                  "yes" if c.meets else "")
+        shown = (f"{c.write_s:.2f}", f"{c.lost_pct:.2f}") if writes else \
+            (f"{c.au_pct:.1f}", f"{c.slowdown_pct:.1f}")
+        t.add_row(str(i), c.text, adv.TIER_SHORT[c.tier], rate(c.model_MB_s), *shown,
+                  c.limited_by, "yes" if c.meets else "")
     return t
+
+
+def _figures(c: adv.Candidate) -> str:
+    """A candidate's figures in words: AU and rates for reads, a checkpoint's seconds
+    and the training time it loses for writes."""
+    if math.isfinite(c.write_s):
+        return (f"{c.write_s:.2f} s a checkpoint, {c.lost_pct:.2f} % of training time "
+                f"lost at {c.interval_s:g} s between checkpoints; {rate(c.model_MB_s)} "
+                f"MB/s a rank where the goal needs {rate(c.demand_MB_s)}")
+    return f"{c.au_pct:.1f} % AU, {rate(c.model_MB_s)} of {rate(c.demand_MB_s)} MB/s"
 
 
 def host_text(name: str) -> str:
@@ -72,17 +92,15 @@ def model_answer(a: adv.Advice, seconds: float, host: str = "") -> list[Any]:
     shown += [_table(a), *(f"note: {note}" for note in a.notes)]
     if a.recommended is None:
         last = a.path[-1]
-        shown.append(f"no allowed setting meets the goal in the model: the best, {last.text}, "
-                     f"reads {rate(last.model_MB_s)} of {rate(last.demand_MB_s)} MB/s, "
-                     f"limited by {last.limited_by}; what would lift it: "
+        shown.append(f"no allowed setting meets the goal in the model: the best, {last.text}: "
+                     f"{_figures(last)}; limited by {last.limited_by}; what would lift it: "
                      f"{adv.LIFTS.get(last.limited_by, '?')}")
     else:
         r = a.recommended
-        shown.append(f"model: {r.text} meets the goal ({r.au_pct:.1f} % AU, "
-                     f"{rate(r.model_MB_s)} of {rate(r.demand_MB_s)} MB/s; cost: "
+        shown.append(f"model: {r.text} meets the goal ({_figures(r)}; cost: "
                      f"{adv.TIERS[r.tier]})")
         if a.runner_up is not None:
-            shown.append(f"runner-up: {a.runner_up.text} ({a.runner_up.au_pct:.1f} % AU; "
+            shown.append(f"runner-up: {a.runner_up.text} ({_figures(a.runner_up)}; "
                          f"{adv.TIERS[a.runner_up.tier]})")
         shown.append("to paste into an experiment file:\n" + adv.snippet(r))
     return [*shown, f"model answered in {seconds:.2f} s"]

@@ -21,7 +21,10 @@ km they weigh more in a lab-sized checkpoint than in the full one (13.1 GiB per 
 llama3 8B), so the measured AU and slowdown are those of the lab-sized job. The full
 size's write time and training time lost are the write model's (write_full_model_s,
 full_lost_pct), the model being checked against the measurement at the lab's size in the
-same row (write_s against write_model_s).
+same row (write_s against write_model_s). The interval between checkpoints is the
+point's checkpoint_interval_s where set, else the config's time_between_checkpoints
+(kinds.interval_s); the report adds the training time lost at a realistic interval
+(dlio_checkpoint.REALISTIC_INTERVAL_S) from the full size's model.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 from testbed import model
 from testbed.errors import PointFailed
+from testbed.experiment.plan import kinds
 from testbed.experiment.resolve import explain as explain_mod
 from testbed.experiment.plan.plan import Plan, Point
 from testbed.services.nfs import NfsMount, NfsServer
@@ -56,7 +60,7 @@ def plan_of(job: CheckpointJob, point: Point, rep: int, workers: int) -> ck.Chec
     return ck.CheckpointPlan(layouts, seed=int(point.value("seed")) * 1000 + rep,
                              transfer_size=TRANSFER, num_write=job.writes,
                              num_read=job.reads,
-                             interval_s=job.interval_s * scale * point.time_scale,
+                             interval_s=kinds.interval_s(point, job) * scale * point.time_scale,
                              fsync=job.fsync, stall_s=STALL_S * point.time_scale)
 
 
@@ -108,7 +112,7 @@ def figures(job: CheckpointJob, plan: ck.CheckpointPlan, result: ck.CheckpointRu
     warm_w, writes = measured(slowest(result, "write", plan.num_write, k))
     _, reads = measured(slowest(result, "read", plan.num_read, k))
     (write_s, write_ci), (read_s, read_ci) = mean_ci(writes), mean_ci(reads)
-    interval = job.interval_s * float(point.value("workload_scale"))
+    interval = kinds.interval_s(point, job) * float(point.value("workload_scale"))
     own = [r for r in result.results if r.rank == rank and r.phase == "write"]
     _, own = measured(own)
     rank_bytes = sum(f.nbytes for f in plan.layouts[rank])
@@ -134,10 +138,14 @@ def figures(job: CheckpointJob, plan: ck.CheckpointPlan, result: ck.CheckpointRu
 def model_columns(rig: Any, point: Point, worker: str, files: list[int],
                   full_files: list[int], rmem_max: int, interval_s: float) -> dict[str, Any]:
     """The write path's model for one rank: the bound on its write + fsync at the run's
-    size (what the measurement checks) and at the job's full size, with what binds each,
-    and the full-size job's training time lost at its own interval (model.write)."""
+    size (what the measurement checks: the connections idle for the scaled interval
+    between its checkpoints) and at the job's full size (idle for the interval itself),
+    with what binds each, and the full-size job's training time lost at its own interval
+    (model.write)."""
     wp = explain_mod.write_path(rig.topo, point, worker, rmem_max)
-    bound, full = model.write_bound(wp, files), model.write_bound(wp, full_files)
+    scale = float(point.value("workload_scale"))
+    bound = model.write_bound(wp, files, idle_s=interval_s * scale)
+    full = model.write_bound(wp, full_files, idle_s=interval_s)
     return {"write_model_s": bound.seconds, "write_full_model_s": full.seconds,
             "limited_by": bound.limited_by, "full_limited_by": full.limited_by,
             "full_lost_pct": ck.training_time_lost_pct(full.seconds, interval_s),
@@ -161,7 +169,7 @@ def measure(plan: Plan, rig: Any, point: Point, rep: int, mounts: list[NfsMount]
         full = [f.nbytes for f in job.rank_files(rank, ranks, 1.0)]
         row.update(model_columns(rig, point, row["worker"],
                                  [f.nbytes for f in ck_plan.layouts[rank]], full, rmem,
-                                 job.interval_s))
+                                 kinds.interval_s(point, job)))
         row["tcp_rmem_max"] = rmem
         row.update(host)
         row.update(explain_mod.write_marks(row, busy, pressures))

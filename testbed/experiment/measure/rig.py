@@ -147,6 +147,7 @@ class Rig:
         self.net.tcp.set_time_scale(point.time_scale)
         self.net.tcp.set_delayed_ack(point.delayed_ack)
         self.net.tcp.set_loss_probe(point.loss_probe)
+        self.net.tcp.set_slow_start_after_idle(point.slow_start_after_idle)
         self.net.tcp.set_congestion(point.congestion)
         self._shape_hosts(point)
         if point.mount.transport == "rdma":

@@ -80,3 +80,10 @@ def rank_files(point: Point, rank: int, job: CheckpointJob) -> list[int]:
     scale (rank 0 writes the most: its shard holds the norms)."""
     ranks, scale = job.ranks(point.workers), float(point.value("workload_scale"))
     return [f.nbytes for f in job.rank_files(rank, ranks, scale)]
+
+
+def interval_s(point: Point, job: CheckpointJob) -> float:
+    """A checkpoint job's training seconds between two checkpoints at full size: the
+    point's checkpoint_interval_s, else the DLIO config's time_between_checkpoints."""
+    value = point.value("checkpoint_interval_s")
+    return job.interval_s if value is None else float(value)

@@ -130,6 +130,12 @@ class Point:
         return bool(self.value("delayed_ack"))
 
     @property
+    def slow_start_after_idle(self) -> bool:
+        """Whether the point's idle connections restart from the initial window (Linux's
+        default) or keep their window."""
+        return bool(self.value("slow_start_after_idle"))
+
+    @property
     def loss_probe(self) -> bool:
         """Whether the point's senders send tail loss probes (Linux's default)."""
         return bool(self.value("loss_probe"))

@@ -23,6 +23,7 @@ from testbed.experiment.record import summary
 from testbed.experiment.measure.capture import slug
 from testbed.experiment.plan.dimensions import Key
 from testbed.experiment.plan.plan import Plan, format_value
+from testbed.workload.dlio_checkpoint import REALISTIC_INTERVAL_S
 
 
 @dataclass
@@ -107,7 +108,15 @@ CHECKPOINT_CELLS: Cells = [
     ("limited by", lambda r: _limit(r)),
     ("full: write s", lambda r: _cell(r.get("write_full_model_s", math.nan), 2)),
     ("full: lost %", lambda r: _cell(r.get("full_lost_pct", math.nan), 1)),
+    (f"full: lost % at {REALISTIC_INTERVAL_S / 60:g} min",
+     lambda r: _cell(_lost_pct(r.get("write_full_model_s", math.nan), REALISTIC_INTERVAL_S),
+                     2)),
     ("full: limited by", lambda r: str(r.get("full_limited_by", "") or ""))]
+
+
+def _lost_pct(write_s: float, interval_s: float) -> float:
+    """The training time a checkpoint of write_s seconds every interval_s loses (%)."""
+    return 100.0 * write_s / (interval_s + write_s) if write_s == write_s else math.nan
 
 
 def _table(plan: Plan, s: pd.DataFrame) -> Table:

@@ -168,7 +168,8 @@ def write_path(topo: topology.SiteTopo, point: Point, worker: str,
                            window_share=min(path.window_share, NFSD_WINDOW_SHARE),
                            loss=path.loss, mtu=path.mtu, cc=path.cc,
                            host=model.host_terms(point.host,
-                                                 host_share(topo, point, worker, True)))
+                                                 host_share(topo, point, worker, True)),
+                           slow_start_after_idle=point.slow_start_after_idle)
 
 
 def bounds(topo: topology.SiteTopo, point: Point, worker: str, ra_kb: int,

@@ -125,12 +125,12 @@ def checkpoint_seconds(job: CheckpointJob, point: Point, topo: SiteTopo) -> floa
     files = kinds.rank_files(point, 0, job)
     _, rmem = explain.planned_inputs(point)
     path = explain.write_path(topo, point, worker_hosts(topo)[0], rmem)
-    write_s = write_bound(path, files).seconds
+    interval = kinds.interval_s(point, job) * float(point.value("workload_scale"))
+    write_s = write_bound(path, files, idle_s=interval).seconds
     request = min(point.mount.rsize, READ_REQUEST)
     read_s = sum(1 + cold_read_rtts(n, request, path.connections,
                                     int(path.buffer_bytes * path.window_share))
                  for n in files) * path.rtt_s + sum(files) / path.share_Bps
-    interval = job.interval_s * float(point.value("workload_scale"))
     emulated = job.writes * (interval + write_s) + job.reads * read_s
     return POINT_OVERHEAD_S + (job.writes + job.reads) * CHECKPOINT_OVERHEAD_S + \
         point.time_scale * emulated
