@@ -227,6 +227,35 @@ def _pool(spec: WorkloadSpec) -> Executor:
     return ThreadPoolExecutor(max_workers=spec.readers)
 
 
+class _Signals:
+    """What one loader tells the others through `together` (if any): its warm-up has
+    ended (Together.warm), its window is complete (Together.done), also when it fails."""
+
+    def __init__(self, together: Together | None) -> None:
+        self.together, self.warm, self.done = together, False, False
+
+    def after(self, decide: Window, step: Step) -> bool:
+        """Record a step; True when this loader should stop (its window complete and,
+        with `together`, every other one's too)."""
+        more = self.done or decide.add(step)
+        if not self.warm and decide.warmup_steps is not None:
+            self.warm = True
+            if self.together is not None:
+                self.together.warm()
+        if not self.done and not more:
+            self.done = True
+            if self.together is not None:
+                self.together.done()
+        return self.done and (self.together is None or self.together.complete.is_set())
+
+    def finish(self) -> None:
+        """A loader that stopped early (failed) counts as warm and complete."""
+        if self.together is not None and not self.warm:
+            self.together.warm()  # the others' window must not wait for this one
+        if self.together is not None and not self.done:
+            self.together.done()  # the others must not wait for this window
+
+
 def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
                time_scale: float = 1.0, pattern: str = "sample_*",
                together: Together | None = None) -> LoaderRun:
@@ -235,7 +264,7 @@ def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
     meanwhile, on its clock). Never raises for I/O errors: the run reports them (a dead
     server must not hang or crash the experiment). WorkloadError when there are no files;
     a loader that fails or raises counts as complete for the others."""
-    run, own_done = LoaderRun(), False
+    run, signals = LoaderRun(), _Signals(together)
     try:
         files = sorted(root.glob(pattern))
         if not files:
@@ -253,17 +282,12 @@ def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
                 if step is None:
                     break
                 run.steps.append(step)
-                if not own_done and not decide.add(step):
-                    own_done = True
-                    if together is not None:
-                        together.done()
-                if own_done and (together is None or together.complete.is_set()):
+                if signals.after(decide, step):
                     break
         finally:
             _drain(pool, pending, READ_TIMEOUT_S * time_scale)
     finally:
-        if together is not None and not own_done:
-            together.done()  # failed: the others must not wait for this window
+        signals.finish()
     run.warmup_steps, run.settled = decide.warmup_steps, decide.settled
     return run
 
