@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import ctypes.util
+import errno
 import functools
 import itertools
 import math
@@ -132,7 +133,9 @@ def _buffer(size: int) -> memoryview:
 
 def read_sample(sample: Sample, read_bytes: int = 1 << 20) -> int:
     """Read one sample in read_bytes requests, then drop it from the page cache so that
-    the next epoch reads it cold again; returns the bytes read."""
+    the next epoch reads it cold again; returns the bytes read. A read that ends before
+    the sample does (a whole file: before its size) raises OSError (EIO): a short read
+    is never counted as a sample (a soft mount's failure must fail the run)."""
     path, offset, length = sample
     n = 0
     view = _buffer(read_bytes)
@@ -145,6 +148,9 @@ def read_sample(sample: Sample, read_bytes: int = 1 << 20) -> int:
             if not got:
                 break
             n += got
+        whole = length if length >= 0 else os.fstat(fh.fileno()).st_size - offset
+        if n < whole:
+            raise OSError(errno.EIO, f"short read of {path}: {n} of {whole} bytes")
         os.posix_fadvise(fh.fileno(), offset, n, os.POSIX_FADV_DONTNEED)
     return n
 

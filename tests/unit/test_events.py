@@ -75,10 +75,15 @@ def test_what_each_kind_gives_tc():
 def test_plan_takes_event_knobs_and_holds_the_window():
     plan = plan_mod.load(EXPERIMENT, {"event": "down", "event_duration_s": "10",
                                       "event_at_s": "3", "event_tail_s": "6"})
-    for p in plan.points:
+    played = [p for p in plan.points if not p.is_baseline]
+    assert len(played) == 6
+    for p in played:
         assert p.event.kind == "down" and p.event.duration_s == 10.0
         assert p.workload.measure_s >= 19.0 and p.workload.measure_max_s >= 19.0
         assert p.value("event") == "down"
+        base = plan.baseline_of(p)  # the co-located baseline: a perfect fibre at 0 km
+        assert base is not None and not base.event.active
+        assert base.workload.measure_s < 19.0
     plain = plan_mod.load(EXPERIMENT)
     assert all(not p.event.active for p in plain.points)
 
@@ -89,8 +94,9 @@ def test_sweeping_events(tmp_path):
                  '[sweep]\nevent = ["down", "reroute"]\n'
                  'event_duration_s = [0.05, 1, 10]\n')
     plan = plan_mod.load(f)
-    kinds = {(p.event.kind, p.event.duration_s) for p in plan.points}
+    kinds = {(p.event.kind, p.event.duration_s) for p in plan.points if not p.is_baseline}
     assert ("reroute", 10.0) in kinds and ("down", 0.05) in kinds and len(kinds) == 6
+    assert len(plan.points) == 7  # and one baseline: no event
 
 
 @pytest.mark.parametrize("value,needle", [
@@ -255,3 +261,13 @@ def test_outage_model_reports_emulated_seconds():
     assert slow.queue_s == 0.0 and slow.extra_s >= 1.0
     # the kernel's 200 ms minimum RTO does not dilate: at k = 10 it is 20 ms emulated
     assert slow.resume_wait_s < outage.predict(1.0, job()).resume_wait_s
+
+
+def test_a_short_read_is_never_counted_as_a_sample(tmp_path):
+    from testbed.workload.loader import read_sample
+    f = tmp_path / "sample_000000.bin"
+    f.write_bytes(b"x" * 5000)
+    assert read_sample((str(f), 0, -1), read_bytes=1024) == 5000
+    assert read_sample((str(f), 1000, 2000), read_bytes=1024) == 2000
+    with pytest.raises(OSError, match="short read"):
+        read_sample((str(f), 4000, 2000), read_bytes=1024)
