@@ -8,11 +8,15 @@ rows    each worker's event columns (COLUMNS): the changes read back, the cost r
         from its steps (testbed.workload.recovery), the counters' differences, and the
         model's prediction for an outage (testbed.model.outage) beside it
 
-Only a span-down event is modelled; the other kinds get the measured columns alone.
+Only a span-down event is modelled; the other kinds get the measured columns alone. The
+model predicts for the point as run (its k: TCP's 200 ms minimum RTO is k times shorter
+in emulated seconds) and, in event_model_extra_k1_s, for the same fibre undilated: the
+figure for a real site, where the kernel's fixed timers weigh their full length.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -38,7 +42,9 @@ def player(rig: Rig, point: Point) -> EventPlayer:
     # a span's forward (a->b) direction carries data to the workers when a is the end
     # nearer the storage host (whose own path does not cross the span)
     to_workers = {n: n not in [s for s, _ in paths.get(a, [])] for n, (a, _) in names.items()}
-    return EventPlayer(rig.net, point.event, dict(point.fibres), to_workers)
+    applied = rig.net.fibre_links()  # as the rig set them for this run (its netem seeds)
+    spans = {n: applied[ends] for n, ends in names.items()}
+    return EventPlayer(rig.net, point.event, spans, to_workers)
 
 
 def counters(rig: Rig, mounts: list[NfsMount]) -> dict[str, int]:
@@ -90,8 +96,11 @@ def columns(point: Point, played: EventPlayer, run: LoaderRun, t0: float,
         and run.warmup_steps < len(run.steps) else math.nan
     out.update(recovery.cost(run.steps, window_start, loader_times(played, t0), k))
     if point.event.kind == "down" and math.isfinite(float(out["event_au_pre_pct"])):
-        p = outage.predict(point.event.duration_s, model_job(point, {**row, **out}))
+        job = model_job(point, {**row, **out})
+        p = outage.predict(point.event.duration_s, job)
+        real = outage.predict(point.event.duration_s, dataclasses.replace(job, time_scale=1.0))
         out.update({"event_model_extra_s": p.extra_s * point.event.count,
                     "event_model_recover_s": p.recover_s, "event_model_queue_s": p.queue_s,
-                    "event_limited_by": p.limited_by})
+                    "event_limited_by": p.limited_by,
+                    "event_model_extra_k1_s": real.extra_s * point.event.count})
     return out

@@ -57,7 +57,7 @@ EVENT = ("event_what", "event_applied_s", "event_restored_s", "event_lag_ms",
          "event_changes", "event_readback_ok", *workload.recovery.COLUMNS,
          "tcp_rto_timeouts", "tcp_retrans_segs", "nfs_retrans", "nfs_major_timeouts",
          "event_model_extra_s", "event_model_recover_s", "event_model_queue_s",
-         "event_limited_by")
+         "event_limited_by", "event_model_extra_k1_s")
 
 
 def columns(plan: Plan) -> list[str]:
