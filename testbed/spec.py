@@ -454,6 +454,7 @@ class HostSpec:
                       math.ceil(buffer_bytes / mss) + QUEUED_WINDOWS)
 
 
+ONCE = schema.default("event_count")  # an event that does not repeat
 DOWN_LOSS_PCT = 100.0  # a span down: netem drops every packet (what is already past the
 #                        cut, inside the delay line, still arrives, as light in the fibre)
 
@@ -503,10 +504,10 @@ class EventSpec:
             return "event = \"loss\" needs event_loss_pct > 0"
         if self.kind == "rate" and self.rate_mbit is None:
             return "event = \"rate\" needs event_rate (the line rate during the event)"
-        if (self.count > 1) != (self.every_s > 0):
+        if (self.count > ONCE) != (self.every_s > 0):
             return (f"event_count = {self.count} and event_every_s = {self.every_s:g}: a "
                     "repeating event needs both (count >= 2, every_s > 0), a single one neither")
-        if self.count > 1 and self.every_s <= self.duration_s:
+        if self.count > ONCE and self.every_s <= self.duration_s:
             return (f"event_every_s = {self.every_s:g} must exceed event_duration_s = "
                     f"{self.duration_s:g} (the events would overlap)")
         return None
@@ -563,7 +564,7 @@ class EventSpec:
                 + (f" +{self.extra_delay_ms:g} ms" if self.extra_delay_ms else ""),
                 "rate": f"rate {format_rate(self.rate_mbit or 1)}", "none": "none"}[self.kind]
         text = f"{what} {self.duration_s:g} s at {self.at_s:g} s"
-        if self.count > 1:
+        if self.count > ONCE:
             text += f", x{self.count} every {self.every_s:g} s"
         return text + ("" if self.direction == "both" else f" ({self.direction})")
 
