@@ -271,3 +271,22 @@ def test_a_short_read_is_never_counted_as_a_sample(tmp_path):
     assert read_sample((str(f), 1000, 2000), read_bytes=1024) == 2000
     with pytest.raises(OSError, match="short read"):
         read_sample((str(f), 4000, 2000), read_bytes=1024)
+
+
+def test_the_event_timeline_figure(tmp_path):
+    import pandas as pd
+    from testbed.experiment.report import event_plot
+    from testbed import plots
+    durations = [1.0] * 10 + [5.0, 1.5] + [1.0] * 8
+    steps = run_of(durations)
+    df = pd.DataFrame([("p|rep=0", "w1", s.index, s.start_s, s.wait_s, s.compute_s,
+                        s.bytes, s.samples, s.index >= 3) for s in steps],
+                      columns=["point", "worker", "step", "start_s", "wait_s", "compute_s",
+                               "bytes", "samples", "measured"])
+    row = pd.Series({"point": "p|rep=0", "worker": "w1", "time_scale_k": 2.0,
+                     "event_applied_s": 3.5, "event_duration_s": 1.5})
+    line = event_plot._timeline(row, df)
+    assert line is not None and line.t_s[0] >= -event_plot.BEFORE_S
+    assert min(line.au_pct) == pytest.approx(20.0) and line.label == "p"
+    png = plots.timelines([line], tmp_path / "t.png", title="t", au_bar=90)
+    assert png.exists() and png.stat().st_size > 0
