@@ -46,13 +46,17 @@ event_at_s = 1
 event_duration_s = {OUTAGE_S}
 event_tail_s = 3
 [sweep]
-mount = ["hard", "soft"]
+mount = ["hard", "soft", "soft4"]
 [mounts.hard]
 hard = true
 timeo_ds = 10
 retrans = 1
 [mounts.soft]
 vers = "3"
+hard = false
+timeo_ds = 10
+retrans = 1
+[mounts.soft4]
 hard = false
 timeo_ds = 10
 retrans = 1
@@ -120,6 +124,16 @@ def test_soft_mount_fails_the_point_naming_the_event(real_kernel, mounts_run):
     reason = str(soft["reason"])
     assert "\n" not in reason and f"fibre event: down {OUTAGE_S:g} s at 1 s" in reason, reason
     assert soft["au_pct"] != soft["au_pct"]  # NaN: no figure for a failed point
+
+
+def test_nfsv4_soft_mount_waits_out_an_outage_like_a_hard_one(real_kernel, mounts_run):
+    """An NFSv4.2 soft mount, the same timeo and retrans: its requests on TCP are not
+    timed out while the connection can be re-made (RPC_TASK_NO_RETRANS_TIMEOUT), so it
+    stalls and resumes as the hard mount does: the point is measured."""
+    _, _, df, _ = mounts_run
+    soft4 = df[(df["mount"] == "soft4") & (df["event"] == "down")].iloc[0]
+    assert soft4["status"] == "ok", soft4["reason"]
+    assert soft4["event_extra_s"] >= 0.5 * OUTAGE_S and bool(soft4["event_recovered"])
 
 
 def test_every_event_kind_is_applied_live_and_read_back(real_kernel, tmp_path):
