@@ -14,8 +14,10 @@ RPC_SLOTS         sunrpc's tcp_max_slot_table_entries: NFSv3 requests in flight 
 SESSION_SLOTS     the NFSv4.1+ client's max_session_slots: requests it asks a session
                   for (64)
 NCONNECT          mount.nfs's TCP connections per server when nconnect is not given (1)
-TCP_RTO_MIN_S     TCP's least retransmission timeout (TCP_RTO_MIN, 200 ms): the RTO is at
-                  least the smoothed RTT plus this
+TCP_RTO_MIN_S     TCP's smallest retransmission timeout (TCP_RTO_MIN, 200 ms): RTO =
+                  smoothed RTT + max(4 x RTT variance, this), doubled on each expiry
+TCP_RTO_MAX_S     the largest (TCP_RTO_MAX, 120 s)
+TCP_LOSS_WINDOW   segments a sender may send after an RTO (its cwnd: 1, then slow start)
 SLOW_START_AFTER_IDLE  net.ipv4.tcp_slow_start_after_idle (1): a connection idle for
                   longer than its RTO restarts from the initial window (its window
                   halved per RTO idle, RFC 2861 / tcp_cwnd_restart)
@@ -27,4 +29,6 @@ RPC_SLOTS = 65_536
 SESSION_SLOTS = 64
 NCONNECT = 1
 TCP_RTO_MIN_S = 0.2
+TCP_RTO_MAX_S = 120.0
+TCP_LOSS_WINDOW = 1
 SLOW_START_AFTER_IDLE = True

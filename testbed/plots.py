@@ -108,3 +108,50 @@ def _legend(series: list[Series], colors: list[str], au_bar: float) -> list[obje
         handles.append(Line2D([], [], color="grey", ls=ls, marker=marker, mfc=face,
                               label=label))
     return handles
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One point's steps around its event: time (emulated s from the event's start),
+    read throughput (MB/s) and AU (%) of each step, and the event's duration."""
+
+    label: str
+    t_s: list[float]
+    MB_s: list[float]
+    au_pct: list[float]
+    duration_s: float
+
+
+def timelines(lines: list[Timeline], path: Path, *, title: str, au_bar: float) -> Path:
+    """Write the two-panel figure of each point's steps around its event (PNG): read
+    throughput and AU per step against time from the event's start, the event shaded."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, line in enumerate(lines):
+        c = colors[i % len(colors)]
+        ax1.step(line.t_s, line.MB_s, where="post", color=c, lw=1, label=line.label)
+        ax2.step(line.t_s, line.au_pct, where="post", color=c, lw=1, label=line.label)
+    longest = max((line.duration_s for line in lines), default=0.0)
+    for ax in (ax1, ax2):
+        ax.axvspan(0.0, longest, color="grey", alpha=0.15, lw=0)
+        ax.axvline(0.0, color="grey", lw=0.8)
+        ax.grid(alpha=0.3)
+    ax2.axhline(au_bar, color="grey", ls="--", lw=1)
+    ax1.set(xlabel="time from the event's start (s)", ylim=(0, None),
+            ylabel="read throughput per step (MB/s)", title="What each step read")
+    ax2.set(xlabel="time from the event's start (s)", ylabel="accelerator utilisation (%)",
+            ylim=(0, 105), title="How busy the accelerator was, step by step")
+    fig.legend(*ax1.get_legend_handles_labels(), loc="center left",
+               bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
+    fig.suptitle(f"{title} (shaded: the longest event)")
+    fig.tight_layout()
+    try:
+        with atomic.replacing(path) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return path

@@ -33,11 +33,15 @@ from typing import Any, Callable
 from testbed.errors import SpecError
 
 TARGETS = ("fibre", "topology", "server", "dataset", "mount", "loader", "window",
-           "data_path", "run", "preset", "host", "host_profile")
+           "data_path", "run", "preset", "host", "host_profile", "event")
 NFS_VERSIONS = ("3", "4.1", "4.2")
 MOUNT_TRANSPORTS = ("tcp", "rdma")
 CONGESTION_CONTROLS = ("cubic", "reno")  # every kernel has both built in
 FORMATS = ("raw", "npz", "record")
+# fibre events within a point (testbed.spec.EventSpec): a span down, a reroute (longer
+# path), a loss burst, a rate change; in one direction of the span or both
+EVENT_KINDS = ("none", "down", "reroute", "loss", "rate")
+EVENT_DIRECTIONS = ("both", "to_workers", "to_storage")
 READER_KINDS = ("thread", "process")
 ACCESS = ("file", "record")
 NO_PRESET = "custom"  # the `workload` knob's value for "no preset: the knobs as given"
@@ -542,6 +546,32 @@ DIMENSIONS: tuple[Dimension, ...] = (
       default=1024, section="cache", key="size_mib"),
     D("stage_parallel", "int", "", "data_path", "parallel staging copies", 1, 64,
       default=4, section="staging", key="parallel"),
+    # scheduled fibre events within a point (testbed.spec.EventSpec): times in emulated
+    # seconds from the start of the measured window (x k in real time); every fibre span
+    # of the topology takes the event; the measured window lasts past the last one. The
+    # co-located baseline has no event (the perfect fibre, at 0 km)
+    D("event", "choice", "", "event", "fibre event during the measured window",
+      choices=EVENT_KINDS, default="none", baseline="none", field="kind"),
+    D("event_at_s", "float", "s", "event", "event start, into the measured window", 0, 3600,
+      default=2.0, baseline=2.0, field="at_s"),
+    D("event_duration_s", "float", "s", "event", "event duration", 0.001, 3600,
+      default=1.0, baseline=1.0, field="duration_s"),
+    D("event_every_s", "float", "s", "event", "event period (0: once)", 0, 3600,
+      default=0.0, baseline=0.0, field="every_s"),
+    D("event_count", "int", "", "event", "event occurrences (repeating every event_every_s)",
+      1, 1000, default=1, baseline=1, field="count"),
+    D("event_direction", "choice", "", "event", "event direction", choices=EVENT_DIRECTIONS,
+      default="both", baseline="both", field="direction"),
+    D("event_extra_km", "float", "km", "event", "reroute: extra fibre distance", 0, 40_075,
+      default=0.0, baseline=0.0, field="extra_km"),
+    D("event_extra_delay_ms", "float", "ms", "event", "reroute: extra one-way delay", 0,
+      1000, default=0.0, baseline=0.0, field="extra_delay_ms"),
+    D("event_loss_pct", "float", "%", "event", "loss burst: loss per packet", 0, 100,
+      default=0.0, baseline=0.0, field="loss_pct"),
+    D("event_rate", "rate", "Mbit/s", "event", "rate change: the line rate meanwhile", 1,
+      100_000, field="rate_mbit", column="event_rate_mbit", optional=True),
+    D("event_tail_s", "float", "s", "event", "measured after the last event (at least)",
+      0, 3600, default=5.0, baseline=5.0, field="tail_s"),
 )
 ROWS: dict[str, Dimension] = {d.name: d for d in DIMENSIONS}
 HOST_KNOBS: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.section == "hosts")

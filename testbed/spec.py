@@ -452,3 +452,121 @@ class HostSpec:
         mss = mtu - TCP_HEADER_OVERHEAD
         return Access(rate(False), flow(False), rate(True), flow(True),
                       math.ceil(buffer_bytes / mss) + QUEUED_WINDOWS)
+
+
+ONCE = schema.default("event_count")  # an event that does not repeat
+DOWN_LOSS_PCT = 100.0  # a span down: netem drops every packet (what is already past the
+#                        cut, inside the delay line, still arrives, as light in the fibre)
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """Fibre events within one point: what happens to every fibre span, when, how often.
+
+    Attributes (emulated seconds; time_scale k stretches them to real time, as every
+    delay of a dilated point):
+        kind: "none", "down" (every packet dropped), "reroute" (a longer path: extra_km
+            of fibre and/or extra_delay_ms of equipment, then back), "loss" (a loss
+            burst at loss_pct, then back), "rate" (the line rate at rate_mbit, then back).
+        at_s: the first event's start, after the start of the measured window.
+        duration_s: how long each event lasts.
+        every_s, count: count events, one every every_s seconds (count 1: once).
+        direction: "both", "to_workers" (the direction data is read in) or "to_storage".
+        tail_s: the measured window runs at least this long after the last event ends.
+        time_scale: time dilation k.
+    """
+
+    kind: str = schema.default("event")
+    at_s: float = schema.default("event_at_s")
+    duration_s: float = schema.default("event_duration_s")
+    every_s: float = schema.default("event_every_s")
+    count: int = schema.default("event_count")
+    direction: str = schema.default("event_direction")
+    extra_km: float = schema.default("event_extra_km")
+    extra_delay_ms: float = schema.default("event_extra_delay_ms")
+    loss_pct: float = schema.default("event_loss_pct")
+    rate_mbit: float | None = None
+    tail_s: float = schema.default("event_tail_s")
+    time_scale: float = schema.default("time_scale")
+
+    def __post_init__(self) -> None:
+        for field, name in EVENT_ROWS.items():  # messages name the knob (event_at_s)
+            object.__setattr__(self, field, schema.check(name, getattr(self, field), name))
+        problem = self._problem()
+        if problem:
+            raise SpecError(problem)
+
+    def _problem(self) -> str | None:
+        """What makes the fields disagree with one another (None: nothing)."""
+        if self.kind == "reroute" and self.extra_km == 0 and self.extra_delay_ms == 0:
+            return "event = \"reroute\" needs event_extra_km or event_extra_delay_ms > 0"
+        if self.kind == "loss" and self.loss_pct == 0:
+            return "event = \"loss\" needs event_loss_pct > 0"
+        if self.kind == "rate" and self.rate_mbit is None:
+            return "event = \"rate\" needs event_rate (the line rate during the event)"
+        if (self.count > ONCE) != (self.every_s > 0):
+            return (f"event_count = {self.count} and event_every_s = {self.every_s:g}: a "
+                    "repeating event needs both (count >= 2, every_s > 0), a single one neither")
+        if self.count > ONCE and self.every_s <= self.duration_s:
+            return (f"event_every_s = {self.every_s:g} must exceed event_duration_s = "
+                    f"{self.duration_s:g} (the events would overlap)")
+        return None
+
+    @property
+    def active(self) -> bool:
+        """Whether the point has any event."""
+        return self.kind != "none"
+
+    def times(self) -> list[tuple[float, float]]:
+        """(start, end) of each event, emulated seconds into the measured window."""
+        if not self.active:
+            return []
+        return [(self.at_s + i * self.every_s, self.at_s + i * self.every_s + self.duration_s)
+                for i in range(self.count)]
+
+    def real_times(self) -> list[tuple[float, float]]:
+        """(start, end) of each event in real seconds of the run (x time_scale)."""
+        return [(a * self.time_scale, b * self.time_scale) for a, b in self.times()]
+
+    def window_s(self) -> float:
+        """The shortest measured window (emulated seconds) that holds every event and
+        tail_s after the last one (0 without events)."""
+        times = self.times()
+        return times[-1][1] + self.tail_s if times else 0.0
+
+    def takes(self, forward_to_workers: bool) -> bool:
+        """Whether a direction of a span (the one towards the workers, or the other) takes
+        the event."""
+        if not self.active:
+            return False
+        return self.direction == "both" or \
+            (self.direction == "to_workers") == forward_to_workers
+
+    def during(self, fibre: FibreSpec, forward: bool) -> Direction:
+        """What tc gives one direction of `fibre` while the event lasts (real time)."""
+        if self.kind == "reroute":
+            return fibre.replace(distance_km=fibre.distance_km + self.extra_km,
+                                 extra_delay_ms=fibre.extra_delay_ms + self.extra_delay_ms
+                                 ).direction(forward)
+        if self.kind == "rate":
+            assert self.rate_mbit is not None
+            return fibre.replace(rate_mbit=self.rate_mbit,
+                                 rate_reverse_mbit=self.rate_mbit).direction(forward)
+        d = fibre.direction(forward)
+        loss = DOWN_LOSS_PCT if self.kind == "down" else self.loss_pct
+        return dataclasses.replace(d, loss_pct=loss)
+
+    def describe(self) -> str:
+        """The event in words: "down 1 s at 2 s", "reroute +500 km 10 s at 2 s, x3 every
+        30 s (to_workers)"."""
+        what = {"down": "down", "loss": f"loss {self.loss_pct:g} %",
+                "reroute": "reroute" + (f" +{self.extra_km:g} km" if self.extra_km else "")
+                + (f" +{self.extra_delay_ms:g} ms" if self.extra_delay_ms else ""),
+                "rate": f"rate {format_rate(self.rate_mbit or 1)}", "none": "none"}[self.kind]
+        text = f"{what} {self.duration_s:g} s at {self.at_s:g} s"
+        if self.count > ONCE:
+            text += f", x{self.count} every {self.every_s:g} s"
+        return text + ("" if self.direction == "both" else f" ({self.direction})")
+
+
+EVENT_ROWS = rows_of(EventSpec, "event")  # field -> the schema row that checks it

@@ -297,6 +297,15 @@ class Network:
         self.tcp.size_buffers()
         return spec
 
+    def fibre_ends(self, name: str) -> list[tuple[str, str, bool]]:
+        """The named fibre's two sending ends: (namespace, interface, forward) for a->b
+        (forward) and b->a, each the device whose egress carries that direction."""
+        if name not in self._names:
+            raise SpecError(f"no fibre named {name!r}; known: {', '.join(self._names)}")
+        a, b = self._names[name]
+        ia, ib = self._ends[(a, b)]
+        return [(self.namespace(a), ia, True), (self.namespace(b), ib, False)]
+
     def _key(self, a: str, b: str) -> tuple[tuple[str, str], bool]:
         if (a, b) in self._fibres:
             return (a, b), True

@@ -1,6 +1,7 @@
 """Training-input workload: the training set (dataset), MLPerf Storage presets, and a
 loader feeding an emulated accelerator over a measured window (loader, window), and
-loaders sharing a line measured over one window (together); a recorded job's file I/O
+loaders sharing a line measured over one window (together), what a fibre event cost a
+loader, from its steps (recovery); a recorded job's file I/O
 (trace, tracefile, strace) replayed against a dataset of its shape (replay). Knows
 nothing of NFS or namespaces: it reads files under a path."""
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import ctypes.util
+import errno
 import functools
 import itertools
 import math
@@ -132,7 +133,9 @@ def _buffer(size: int) -> memoryview:
 
 def read_sample(sample: Sample, read_bytes: int = 1 << 20) -> int:
     """Read one sample in read_bytes requests, then drop it from the page cache so that
-    the next epoch reads it cold again; returns the bytes read."""
+    the next epoch reads it cold again; returns the bytes read. A read that ends before
+    the sample does (a whole file: before its size) raises OSError (EIO): a short read
+    is never counted as a sample (a soft mount's failure must fail the run)."""
     path, offset, length = sample
     n = 0
     view = _buffer(read_bytes)
@@ -145,6 +148,9 @@ def read_sample(sample: Sample, read_bytes: int = 1 << 20) -> int:
             if not got:
                 break
             n += got
+        whole = length if length >= 0 else os.fstat(fh.fileno()).st_size - offset
+        if n < whole:
+            raise OSError(errno.EIO, f"short read of {path}: {n} of {whole} bytes")
         os.posix_fadvise(fh.fileno(), offset, n, os.POSIX_FADV_DONTNEED)
     return n
 
@@ -227,6 +233,35 @@ def _pool(spec: WorkloadSpec) -> Executor:
     return ThreadPoolExecutor(max_workers=spec.readers)
 
 
+class _Signals:
+    """What one loader tells the others through `together` (if any): its warm-up has
+    ended (Together.warm), its window is complete (Together.done), also when it fails."""
+
+    def __init__(self, together: Together | None) -> None:
+        self.together, self.warm, self.done = together, False, False
+
+    def after(self, decide: Window, step: Step) -> bool:
+        """Record a step; True when this loader should stop (its window complete and,
+        with `together`, every other one's too)."""
+        more = self.done or decide.add(step)
+        if not self.warm and decide.warmup_steps is not None:
+            self.warm = True
+            if self.together is not None:
+                self.together.warm()
+        if not self.done and not more:
+            self.done = True
+            if self.together is not None:
+                self.together.done()
+        return self.done and (self.together is None or self.together.complete.is_set())
+
+    def finish(self) -> None:
+        """A loader that stopped early (failed) counts as warm and complete."""
+        if self.together is not None and not self.warm:
+            self.together.warm()  # the others' window must not wait for this one
+        if self.together is not None and not self.done:
+            self.together.done()  # the others must not wait for this window
+
+
 def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
                time_scale: float = 1.0, pattern: str = "sample_*",
                together: Together | None = None) -> LoaderRun:
@@ -235,7 +270,7 @@ def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
     meanwhile, on its clock). Never raises for I/O errors: the run reports them (a dead
     server must not hang or crash the experiment). WorkloadError when there are no files;
     a loader that fails or raises counts as complete for the others."""
-    run, own_done = LoaderRun(), False
+    run, signals = LoaderRun(), _Signals(together)
     try:
         files = sorted(root.glob(pattern))
         if not files:
@@ -253,17 +288,12 @@ def run_loader(root: Path, spec: WorkloadSpec, window: WindowSpec | None = None,
                 if step is None:
                     break
                 run.steps.append(step)
-                if not own_done and not decide.add(step):
-                    own_done = True
-                    if together is not None:
-                        together.done()
-                if own_done and (together is None or together.complete.is_set()):
+                if signals.after(decide, step):
                     break
         finally:
             _drain(pool, pending, READ_TIMEOUT_S * time_scale)
     finally:
-        if together is not None and not own_done:
-            together.done()  # failed: the others must not wait for this window
+        signals.finish()
     run.warmup_steps, run.settled = decide.warmup_steps, decide.settled
     return run
 

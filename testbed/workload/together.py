@@ -11,6 +11,11 @@ its share of the line, and the others then measure alone on it (2026-12-04, metr
   common_window every run's measured window cut to the stretch all of them measured:
                 from the last warm-up's end to the first loader's last step
 
+Together also says when the common window starts: `warm()` from each loader at the end of
+its warm-up; once every loader has called it (or failed), `measuring` is set, its time
+kept in `measuring_at` and `on_measuring` called with it (scheduled fibre events start
+their clock there).
+
 With one loader nothing changes.
 """
 
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from testbed.workload.window import Step
 
@@ -26,13 +31,29 @@ from testbed.workload.window import Step
 class Together:
     """The shared clock and the "every window complete" signal of a point's loaders."""
 
-    def __init__(self, loaders: int) -> None:
+    def __init__(self, loaders: int,
+                 on_measuring: Callable[[float], None] | None = None) -> None:
         self.t0 = time.perf_counter()
-        self._left = loaders
+        self._left = self._cold = loaders
         self._lock = threading.Lock()
         self.complete = threading.Event()
+        self.measuring = threading.Event()
+        self.measuring_at: float | None = None
+        self.on_measuring = on_measuring
         if loaders <= 0:
             self.complete.set()
+
+    def warm(self) -> None:
+        """One loader's warm-up has ended (or it failed); the last one starts the common
+        window: measuring is set and on_measuring called with the time.perf_counter()."""
+        with self._lock:
+            self._cold -= 1
+            if self._cold != 0:
+                return
+            self.measuring_at = time.perf_counter()
+            self.measuring.set()
+        if self.on_measuring is not None:
+            self.on_measuring(self.measuring_at)
 
     def done(self) -> None:
         """One loader's window is complete (or the loader failed): it keeps loading until

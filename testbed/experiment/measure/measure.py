@@ -32,6 +32,7 @@ from typing import Any
 from testbed import model, topology, workload
 from testbed.errors import PointFailed
 from testbed.experiment.measure import capture as capture_mod
+from testbed.experiment.measure import event_cost
 from testbed.experiment.resolve import explain as explain_mod
 from testbed.experiment.plan import kinds
 from testbed.experiment.measure import measure_checkpoint, measure_trace
@@ -114,16 +115,18 @@ class ServerWatch:
 
 
 def _run_loaders(roots: list[Path], point: Point, rep: int, paths: list[WorkerPath],
-                 watch: ServerWatch | None = None) -> list[workload.LoaderRun]:
+                 watch: ServerWatch | None = None,
+                 together: workload.Together | None = None) -> list[workload.LoaderRun]:
     """One loader per worker at once, each with its warm-up sized for its path and its
     own file order, all loading until every window is complete, then measured over the
     stretch they all measured (workload.together: workers on a line share one window).
-    `watch` is called every SERVER_CHECK_S while they load."""
+    `watch` is called every SERVER_CHECK_S while they load; `together`: their shared
+    clock (a fresh one if None)."""
     spec, k = point.workload, point.time_scale
     windows = [spec.window(warmup_bytes(point, p.rtt_ms, p.rate_mbit)) for p in paths]
     specs = [dataclasses.replace(spec, seed=shuffle_seed(point, rep, i))
              for i in range(len(roots))]
-    together = workload.Together(len(roots))
+    together = together or workload.Together(len(roots))
     with ThreadPoolExecutor(len(roots)) as pool:
         futures = [pool.submit(workload.run_loader, root, s, w, k, together=together)
                    for root, s, w in zip(roots, specs, windows)]
@@ -200,7 +203,9 @@ def _load(rig: Rig, point: Point, rep: int, mounts: list[NfsMount],
     watch = ServerWatch(rig.server, [m for m, p in zip(mounts, prepared)
                                      if p.root == m.path or m.path in p.root.parents])
     before, machine0, t0 = rig.fibre_readback(), rig.machine(), time.monotonic()
-    runs = _run_loaders([p.root for p in prepared], point, rep, paths, watch)
+    with _Events(rig, point, mounts) as events:
+        runs = _run_loaders([p.root for p in prepared], point, rep, paths, watch,
+                            events.together(len(prepared)))
     if watch.reason is not None:
         errors = "; ".join(f"{w}: {r.error}" for w, r in zip(rig.workers, runs) if r.error)
         raise PointFailed(f"{watch.reason}" + (f"; the loaders' reads failed ({errors})"
@@ -210,8 +215,43 @@ def _load(rig: Rig, point: Point, rep: int, mounts: list[NfsMount],
     ctx = _Context([m.read_ahead_kb() for m in mounts], busy,
                    {n: tuple(b - a for a, b in zip(counters(before[n]), counters(after[n])))
                     for n in after},
-                   t1 - t0, host, {n: r.seed for n, r in before.items()}, pressures)
+                   t1 - t0, host, {n: r.seed for n, r in before.items()}, pressures, events)
     return runs, ctx
+
+
+class _Events:
+    """A point's fibre events around its loaders (event_cost): the player started when
+    their common window starts, the hosts' and mounts' counters read before and after;
+    nothing without an event. A player's error fails the point."""
+
+    def __init__(self, rig: Rig, point: Point, mounts: list[NfsMount]) -> None:
+        self.rig, self.point, self.mounts = rig, point, mounts
+        self.player = event_cost.player(rig, point) if point.event.active else None
+        self.t0 = 0.0
+        self.counted: dict[str, int] = {}
+
+    def together(self, loaders: int) -> workload.Together:
+        """The loaders' shared clock, starting the player with their window."""
+        t = workload.Together(loaders, self.player.begin if self.player else None)
+        self.t0 = t.t0
+        return t
+
+    def __enter__(self) -> _Events:
+        if self.player is not None:
+            self.counted = event_cost.counters(self.rig, self.mounts)
+            self.player.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.player is None:
+            return
+        self.player.__exit__(*exc)
+        if exc[0] is not None:
+            return
+        after = event_cost.counters(self.rig, self.mounts)
+        self.counted = {n: after[n] - v for n, v in self.counted.items()}
+        if self.player.error and exc[0] is None:
+            raise PointFailed(f"{self.point.event.describe()}: {self.player.error}")
 
 
 @dataclass(frozen=True)
@@ -228,6 +268,7 @@ class _Context:
     host: dict[str, float]
     seeds: dict[str, int | None]  # each fibre's netem seed as the kernel reports it
     tcp_pressures: int = 0  # times the hosts' TCP met the kernel's tcp_mem pressure
+    events: _Events | None = None  # the point's fibre events (event_cost)
 
 
 def _explained(rig: Rig, point: Point, worker: str, row: dict[str, Any], ra_kb: int,
@@ -269,7 +310,8 @@ def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.Load
     """One row per worker; PointFailed if any worker's loader hit an I/O error."""
     errors = [f"{w}: {r.error}" for w, r in zip(rig.workers, runs) if r.error]
     if errors:
-        raise PointFailed("; ".join(errors))
+        during = f" (fibre event: {point.event.describe()})" if point.event.active else ""
+        raise PointFailed("; ".join(errors) + during)
     rows = path_rows(plan, rig, point, rep)
     for row, w, run, prep, ra_kb in zip(rows, rig.workers, runs, prepared, ctx.ra_kb):
         row.update({**workload.summarise(run, point.workload, point.time_scale),
@@ -278,6 +320,9 @@ def _rows(plan: Plan, rig: Rig, point: Point, rep: int, runs: list[workload.Load
                     "read_ahead_kb_kernel": ra_kb, "tcp_mem_pressures": ctx.tcp_pressures,
                     "loss_seed": _seed_text(rig, w, ctx.seeds)})
         row.update(_explained(rig, point, w, row, ra_kb, ctx))
+        ev = ctx.events
+        if ev is not None and ev.player is not None:
+            row.update(event_cost.columns(point, ev.player, run, ev.t0, ev.counted, row))
         if plan.capture is not None:
             row["captured"] = False
     _line_use(rig, point, rows)

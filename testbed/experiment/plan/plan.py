@@ -37,7 +37,7 @@ from testbed.experiment.plan.parse import CaptureOption, RawPlan, SearchSpec, pa
 from testbed.model import sim
 from testbed.model.sim import Reading
 from testbed.schema import HOST_PROFILES
-from testbed.spec import FibreSpec, HostSpec, MountSpec, NfsServerSpec
+from testbed.spec import EventSpec, FibreSpec, HostSpec, MountSpec, NfsServerSpec
 from testbed.topology import SiteTopo
 from testbed.topology import build as build_topology
 from testbed.topology import fibres as topo_fibres
@@ -75,6 +75,7 @@ class Point:
     baseline_ident: tuple[tuple[Key, Any], ...]
     assignment: tuple[tuple[Key, Any], ...] = ()
     host: HostSpec = HostSpec()
+    event: EventSpec = EventSpec()
 
     @property
     def id(self) -> str:
@@ -272,6 +273,16 @@ RULES: tuple[Rule, ...] = (_record_needs_records, _version_served, _cache_fits,
                            _window_fits, _files_outnumber_reads, _model_can_estimate)
 
 
+def _event_window(loader: dict[str, Any], event: EventSpec) -> dict[str, Any]:
+    """The loader's window fields, the measured window long enough to hold a point's
+    events and their tail (event.window_s); unchanged without events."""
+    need = event.window_s()
+    if need <= 0:
+        return loader
+    return {**loader, "measure_s": max(loader["measure_s"], need),
+            "measure_max_s": max(loader["measure_max_s"], need)}
+
+
 class Resolver:
     """Turns assignments (knob -> value, as the file writes them) into validated points."""
 
@@ -391,7 +402,8 @@ class Resolver:
                                            **{k.dim.spec_field: v for k, v in
                                               values.items() if k.link == link}))
                        for link, spec in self.default_fibres.items())
-        loader = by("loader") | by("window")
+        event = EventSpec(**by("event"), time_scale=scale)
+        loader = _event_window(by("loader") | by("window"), event)
         dp = values[Key(dims.BY_NAME["data_path"])]
         self.topo(int(values[Key(dims.BY_NAME["workers"])]))
         return Point(
@@ -399,7 +411,8 @@ class Resolver:
             fibres=fibres, mount=MountSpec(**by("mount"), fsc=DATA_PATHS[dp].fsc),
             workload=WorkloadSpec(**loader, au_bar=self.au_bar),
             server=NfsServerSpec(**by("server")), dataset=DatasetSpec(**by("dataset")),
-            baseline_ident=base_ident, host=HostSpec(**by("host_profile"), time_scale=scale))
+            baseline_ident=base_ident, host=HostSpec(**by("host_profile"), time_scale=scale),
+            event=event)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import atomic, results, workload
+import testbed.workload.recovery  # noqa: F401 (workload.recovery.COLUMNS)
 from testbed.errors import SpecError
 from testbed.experiment.plan import kinds
 from testbed.experiment.plan.plan import Plan, Point, format_value
@@ -50,6 +51,15 @@ CAPTURE = ("reads_in_flight_mean", "read_bytes_in_flight_mean", "bdp_bytes",
            "retransmitted_to_client", "capture_dropped")
 
 
+# A point with fibre events (measure.event_cost): what was played and read back, its
+# cost from the steps (workload.recovery), TCP's and NFS's counters, the outage model.
+EVENT = ("event_what", "event_applied_s", "event_restored_s", "event_lag_ms",
+         "event_changes", "event_readback_ok", *workload.recovery.COLUMNS,
+         "tcp_rto_timeouts", "tcp_retrans_segs", "nfs_retrans", "nfs_major_timeouts",
+         "event_model_extra_s", "event_model_recover_s", "event_model_queue_s",
+         "event_limited_by", "event_model_extra_k1_s")
+
+
 def columns(plan: Plan) -> list[str]:
     """results.csv's columns for this plan (the same for every row, failed ones too)."""
     first = plan.points[0]
@@ -57,7 +67,8 @@ def columns(plan: Plan) -> list[str]:
     ident = [k.column for k in plan.id_keys if k.column not in knob_cols]
     extra = [*CAPTURE, "captured"] if plan.capture else []
     own = CHECKPOINT if kinds.name_of(plan) == kinds.CHECKPOINT else ()
-    return [*RUN, *ident, *knob_cols, *PATH, *METRICS, *own, *CONTEXT, *extra]
+    events = EVENT if any(p.event.active for p in plan.points) else ()
+    return [*RUN, *ident, *knob_cols, *PATH, *METRICS, *own, *events, *CONTEXT, *extra]
 
 
 def base_row(plan: Plan, point: Point, rep: int, worker: str, site_name: str) -> dict[str, Any]:

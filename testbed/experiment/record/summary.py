@@ -87,7 +87,8 @@ CONTEXT = ("rtt_ms", "path_km", "model_MB_s", "model_au_pct", "bound_compute_MB_
            "cpu_busy_pct", "compute_overshoot_pct", "prep_s", "write_model_s",
            "write_full_model_s", "fsync_s", "write_MB_s", "read_MB_s", "rank_MB",
            "checkpoint_MB", "interval_s", "checkpoints_verified", "time_scale_k",
-           "full_lost_pct")
+           "full_lost_pct", "event_extra_s", "event_recover_s", "event_au_min_pct",
+           "event_model_extra_s", "event_model_extra_k1_s", "tcp_rto_timeouts")
 
 
 def _labels(ok: pd.DataFrame) -> dict[str, Any]:
@@ -117,9 +118,9 @@ def summarise(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         for col in CONTEXT:
             if col in ok:
                 row[col] = float(ok[col].median()) if len(ok) else math.nan
-        if "full_limited_by" in ok:
-            row["full_limited_by"] = str(ok["full_limited_by"].mode().iloc[0]) \
-                if ok["full_limited_by"].notna().any() else ""
+        for col in ("full_limited_by", "event_limited_by", "event_what"):  # the commonest
+            if col in ok:
+                row[col] = str(ok[col].mode().iloc[0]) if ok[col].notna().any() else ""
         for col in ("line_use_pct", "host_steal_pct", "host_wait_pct"):  # the worst
             if col in ok:
                 row[col] = float(ok[col].max()) if len(ok) else math.nan

@@ -100,7 +100,8 @@ def _knob_cell(value: Any) -> str:
     return format_value(value) if not (isinstance(value, float) and math.isnan(value)) else ""
 
 
-def _row(r: pd.Series, knobs: list[str], sites: bool, counts: bool) -> list[str]:
+def _row(r: pd.Series, knobs: list[str], sites: bool, counts: bool,
+         events: report.Cells | None = None) -> list[str]:
     """One table row: the knobs, then the metrics, then n when points differ in it."""
     cells = [_knob_cell(r.get(k, math.nan)) for k in knobs]
     cells += [str(r["site"])] if sites else []
@@ -111,6 +112,7 @@ def _row(r: pd.Series, knobs: list[str], sites: bool, counts: bool) -> list[str]
                   report._pm(r, "throughput_MB_s"), report._pm(r, "au_pct"),
                   report._pm(r, "slowdown_pct"), report._rate(r.get("model_MB_s", math.nan)),
                   report._limit(r)]
+        cells += [cell(r) for _, cell in events or []]
     if counts:
         failed = int(r.get("failed", 0) or 0)
         cells.append(f"{int(r['n'])}" + (f" ({failed} failed)" if failed else ""))
@@ -122,12 +124,14 @@ def table(folder: Folder) -> list[str]:
     s = folder.summary
     sites = s["site"].nunique() > 1
     counts = bool((s["n"] != 1).any() or s["failed"].astype(bool).any())
-    metrics = [h for h, _ in report.CHECKPOINT_CELLS] if "write_s" in s else list(METRICS)
+    events = report.event_cells(s)
+    metrics = [h for h, _ in report.CHECKPOINT_CELLS] if "write_s" in s else \
+        list(METRICS) + [h for h, _ in events]
     heads = [_head(k) for k in folder.knobs] + (["site"] if sites else []) + metrics
     heads += ["n"] if counts else []
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for _, r in s.iterrows():
-        lines.append("| " + " | ".join(_row(r, folder.knobs, sites, counts)) + " |")
+        lines.append("| " + " | ".join(_row(r, folder.knobs, sites, counts, events)) + " |")
     return lines
 
 

@@ -19,6 +19,7 @@ from testbed import atomic, kernel, plots, results
 from testbed.errors import ResultsError
 from testbed.experiment.run import search as search_mod
 from testbed.experiment.plan import kinds
+from testbed.experiment.report import event_plot
 from testbed.experiment.record import summary
 from testbed.experiment.measure.capture import slug
 from testbed.experiment.plan.dimensions import Key
@@ -97,6 +98,23 @@ LOADER_CELLS: Cells = [
     ("slowdown %", lambda r: _pm(r, "slowdown_pct")),
     ("model MB/s", lambda r: _rate(r.get("model_MB_s", math.nan))),
     ("limited by", lambda r: _limit(r))]
+# A run with fibre events: what each point's event cost next to the outage model.
+EVENT_CELLS: Cells = [
+    ("event", lambda r: str(r.get("event_what", "") or "")),
+    ("lost s", lambda r: _cell(r.get("event_extra_s", math.nan), 2)),
+    ("model s", lambda r: _cell(r.get("event_model_extra_s", math.nan), 2)),
+    ("model s (k=1)", lambda r: _cell(r.get("event_model_extra_k1_s", math.nan), 2)),
+    ("recover s", lambda r: _cell(r.get("event_recover_s", math.nan), 2)),
+    ("AU min %", lambda r: _cell(r.get("event_au_min_pct", math.nan), 0)),
+    ("RTOs", lambda r: _cell(r.get("tcp_rto_timeouts", math.nan), 0)),
+    ("cost set by", lambda r: str(r.get("event_limited_by", "") or ""))]
+
+
+def event_cells(s: pd.DataFrame) -> Cells:
+    """EVENT_CELLS when the summary has fibre events, else none."""
+    return EVENT_CELLS if "event_extra_s" in s and s["event_extra_s"].notna().any() else []
+
+
 CHECKPOINT_CELLS: Cells = [
     ("RTT ms", lambda r: _cell(r.get("rtt_ms", math.nan), 2)),
     ("k", lambda r: f"{r.get('time_scale_k', math.nan):g}"),
@@ -121,7 +139,8 @@ def _lost_pct(write_s: float, interval_s: float) -> float:
 
 def _table(plan: Plan, s: pd.DataFrame) -> Table:
     sites = s["site"].nunique() > 1
-    measured = CHECKPOINT_CELLS if kinds.name_of(plan) == kinds.CHECKPOINT else LOADER_CELLS
+    measured = CHECKPOINT_CELLS if kinds.name_of(plan) == kinds.CHECKPOINT else \
+        LOADER_CELLS + event_cells(s)
     table = Table(title=f"{plan.name}: mean ± 95 % interval over workers x repetitions; "
                         "slowdown against the same settings co-located", title_justify="left")
     heads = [k.column.replace("distance_km", "km").replace("fibre.", "") for k in plan.id_keys]
@@ -360,4 +379,6 @@ def build(out: Path, plan: Plan) -> Report:
     report.files += [_dlio(plan, df, out)] if kinds.name_of(plan) == kinds.LOADER else []
     png = _plot(plan, s, df, out)
     report.files += [png] if png else []
+    events_png = event_plot.plot(plan, df, out)
+    report.files += [events_png] if events_png else []
     return report
