@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -86,13 +86,7 @@ def plot(series: list[Series], path: Path, *, x: str, x_label: str, title: str,
     fig.legend(handles=_legend(series, colors, au_bar), loc="center left",
                bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
-    try:
-        with atomic.replacing(path) as tmp:
-            fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    finally:
-        plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _legend(series: list[Series], colors: list[str], au_bar: float) -> list[object]:
@@ -148,6 +142,13 @@ def timelines(lines: list[Timeline], path: Path, *, title: str, au_bar: float) -
     fig.legend(*ax1.get_legend_handles_labels(), loc="center left",
                bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
     fig.suptitle(f"{title} (shaded: the longest event)")
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Lay the figure out, write it to path atomically (a reader never sees half a PNG)
+    and close it, also when writing fails."""
+    import matplotlib.pyplot as plt
     fig.tight_layout()
     try:
         with atomic.replacing(path) as tmp:
