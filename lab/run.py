@@ -33,9 +33,14 @@ at most the time to the next event; `infcpu` (`time-travel=inf-cpu`) makes CPU w
 no guest time at all (NFS mounts hung in it). What each changes, measured:
 docs/virtual-clock.md.
 
+--cpus N boots user-mode Linux with N virtual CPUs (`ncpus=N`, each a host thread): the
+kernel lab/build-uml --smp builds (REPO/.lab/uml-smp), on the host's clock (the virtual clock
+needs one CPU). One CPU, Debian's kernel, is the default. What N CPUs carry, measured:
+docs/multi-cpu.md.
+
 Environment knobs: LAB_CLOCK (as --clock), LAB_MEM (guest RAM, default 1536M for UML, 4G for
-the VM), LAB_TIMEOUT (seconds, default 1800), LAB_CPUS (VM CPUs, default: the host's, at most
-4), LAB_VM_ACCEL (auto|kvm|tcg, default auto), LAB_VM_KERNEL (a suite, as --kernel). This
+the VM), LAB_TIMEOUT (seconds, default 1800), LAB_CPUS (as --cpus; default 1 for UML, the
+host's CPUs, at most 4, for the VM), LAB_VM_ACCEL (auto|kvm|tcg, default auto), LAB_VM_KERNEL (a suite, as --kernel). This
 module only uses the Python standard library (and testbed.labkernel, which does too): it runs
 before any venv exists, as `python3 -m lab.run` from the repository root (what the shell
 script lab/run does), where lab and testbed import without a venv or a sys.path edit.
@@ -55,7 +60,7 @@ from typing import TYPE_CHECKING
 
 from lab.guest import RC_TIMEOUT, guest_script
 from lab.guest_process import UML, kill_on_signals, wait_guest
-from lab.lab_paths import LAB, REPO, UML_DIR, UML_TT_DIR
+from lab.lab_paths import LAB, REPO, UML_DIR, UML_SMP_DIR, UML_TT_DIR
 from testbed.labkernel import HOST_METER_FILE, HostMeter  # standard library only, as lab is
 
 if TYPE_CHECKING:
@@ -71,6 +76,9 @@ CLOCKS: dict[str, tuple[Path, list[str], str]] = {
     "virtual": (UML_TT_DIR, ["time-travel"], "lab/build-uml (6-9 minutes)"),
     "infcpu": (UML_TT_DIR, ["time-travel=inf-cpu"], "lab/build-uml (6-9 minutes)"),
 }
+# --cpus N > 1 under user-mode Linux: the SMP kernel (host's clock) and what installs it.
+SMP = (UML_SMP_DIR, "lab/build-uml --smp (6-9 minutes)")
+MAX_UML_CPUS = 8  # CONFIG_NR_CPUS of lab/uml-tt/smp.config
 
 
 class UsageError(Exception):
@@ -108,7 +116,9 @@ def parse_args(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
                         help="with --vm: boot the kernel of another Debian suite (e.g. forky) "
                              "instead of the image's own 6.1 (default LAB_VM_KERNEL)")
     parser.add_argument("--cpus", type=int, default=None,
-                        help="VM CPUs (default LAB_CPUS or the host's, at most 4)")
+                        help="guest CPUs (default LAB_CPUS, else 1 for user-mode Linux and "
+                             "the host's, at most 4, for the VM); more than 1 under user-mode "
+                             "Linux boots the kernel lab/build-uml --smp builds")
     parser.add_argument("--clock", default=None, metavar="|".join(CLOCKS),
                         help="the guest's clock: real (the host's), virtual (skips idle "
                              "time), infcpu (CPU work takes none); default LAB_CLOCK or real")
@@ -120,7 +130,8 @@ def parse_args(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
         if args.timeout is None:
             args.timeout = int(environ.get("LAB_TIMEOUT", "1800"))
         if args.cpus is None:
-            args.cpus = int(environ.get("LAB_CPUS", str(min(os.cpu_count() or 1, 4))))
+            default = min(os.cpu_count() or 1, 4) if args.vm else 1
+            args.cpus = int(environ.get("LAB_CPUS") or default)
     except ValueError as exc:
         raise UsageError(f"not a number: {exc}") from None
     if args.timeout <= 0:
@@ -145,6 +156,12 @@ def _pick_kernel(args: argparse.Namespace, environ: dict[str, str]) -> None:
     if args.vm and args.clock != "real":
         raise UsageError(f"--clock {args.clock} needs user-mode Linux (the VM keeps the "
                          "host's clock)")
+    if not args.vm and args.cpus > 1 and args.clock != "real":
+        raise UsageError(f"--cpus {args.cpus} with --clock {args.clock}: the virtual clock "
+                         "needs a kernel with one CPU")
+    if not args.vm and args.cpus > MAX_UML_CPUS:
+        raise UsageError(f"--cpus {args.cpus}: user-mode Linux is built for at most "
+                         f"{MAX_UML_CPUS}")
 
 
 def memory_dir(mem_mb: int) -> str:
@@ -164,13 +181,23 @@ def no_core_dumps() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def uml_kernel(args: argparse.Namespace) -> tuple[Path, str]:
+    """The user-mode kernel's folder for --clock and --cpus, and what installs it."""
+    if args.cpus > 1:
+        return SMP
+    uml_dir, _, installer = CLOCKS[args.clock]
+    return uml_dir, installer
+
+
 def _uml_argv(uml_dir: Path, args: argparse.Namespace, run_dir: Path) -> list[str]:
     """The UML kernel's command line: the host's root read-only through hostfs, our init,
-    the console on our stdout, the run folder, the modules folder and the clock."""
+    the console on our stdout, the run folder, the modules folder, the clock and the
+    CPUs."""
+    cpus = [f"ncpus={args.cpus}"] if args.cpus > 1 else []
     return [
         str(uml_dir / "linux.uml"), f"mem={args.mem_mb}M", "root=/dev/root",
         "rootfstype=hostfs", "rootflags=/", "ro", f"init={INIT}", "con0=null,fd:1",
-        "con=null", "quiet", "loglevel=1", *CLOCKS[args.clock][1],
+        "con=null", "quiet", "loglevel=1", *CLOCKS[args.clock][1], *cpus,
         f"apn_run={run_dir}", f"apn_modules={uml_dir / 'modules'}",
     ]
 
@@ -178,10 +205,10 @@ def _uml_argv(uml_dir: Path, args: argparse.Namespace, run_dir: Path) -> list[st
 def run_uml(args: argparse.Namespace, run_dir: Path, stdout_tty: bool) -> int:
     """Run args.cmd in a user-mode Linux kernel; the command's exit code (or lab/run's
     own: timeout, interrupted, no result)."""
-    uml_dir, _, installer = CLOCKS[args.clock]
+    uml_dir, installer = uml_kernel(args)
     if not (uml_dir / "linux.uml").is_file():
-        raise UsageError(f"no lab kernel for --clock {args.clock} in {uml_dir}: run "
-                         f"{installer}")
+        raise UsageError(f"no lab kernel for --clock {args.clock} --cpus {args.cpus} in "
+                         f"{uml_dir}: run {installer}")
     (run_dir / "repo").write_text(str(REPO))
     (run_dir / "cmd.sh").write_text(guest_script(args.cmd, args.timeout, REPO, "uml",
                                                  stdout_tty,

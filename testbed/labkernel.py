@@ -1,7 +1,7 @@
 """Lab kernels started from the host: `lab/run CMD` as a child process that dies with us,
 and how many of them this machine can run at once.
 
-LabKernel         one `lab/run CMD` (a user-mode Linux guest, one CPU): started in its own
+LabKernel         one `lab/run CMD` (a user-mode Linux guest, LAB_CPUS CPUs, 1 unless set): started in its own
                   session under `setpriv --pdeathsig TERM`, so that when the process that
                   started it dies (a killed Dask worker, a SIGKILLed `testbed run`) lab/run
                   gets SIGTERM and kills its kernel; stopped by its PID on exit; its
@@ -9,8 +9,8 @@ LabKernel         one `lab/run CMD` (a user-mode Linux guest, one CPU): started 
 can_measure_here  whether this kernel itself has netem and nfsd (inside lab/run, a lab VM)
 Machine           what the host offers: CPUs (affinity and cgroup quota), their load,
                   memory and /dev/shm (where a guest keeps its RAM)
-auto_parallel     lab kernels at once: one free CPU and LAB_MEM of memory each; 1 when
-                  unsure
+auto_parallel     lab kernels at once: LAB_CPUS free CPUs and LAB_MEM of memory each; 1
+                  when unsure
 CpuMeter          what the machine did to a lab kernel: the CPU time its processes got,
                   the time they waited, runnable, for a CPU (/proc/PID/task/*/schedstat;
                   a cgroup's CPU quota shows here too: a throttled task waits runnable),
@@ -79,6 +79,15 @@ def lab_ready() -> None:
         raise SpecError("setpriv (util-linux) not found: lab/provision --host installs it")
 
 
+def cpus(text: str | None = None) -> int:
+    """A guest's CPUs from LAB_CPUS (lab/run --cpus): 1 when unset. SpecError on a value
+    lab/run would reject."""
+    text = (text if text is not None else os.environ.get("LAB_CPUS") or "1").strip()
+    if not text.isdigit() or int(text) < 1:
+        raise SpecError(f"LAB_CPUS={text!r} is not a number of CPUs (1 or more)")
+    return int(text)
+
+
 def mem_mb(text: str | None = None) -> int:
     """A guest's memory in MiB from LAB_MEM's syntax (1536M, 2G, 1024); lab/run's default
     when unset. SpecError on a value lab/run would reject."""
@@ -140,19 +149,20 @@ def machine() -> Machine:
         "MemAvailable")), read(lambda: shutil.disk_usage("/dev/shm").free / 2**20))
 
 
-def auto_parallel(m: Machine, kernel_mb: int) -> tuple[int, str]:
-    """How many lab kernels to run at once, and why: one CPU each that nothing else is
-    using (the emulator's headroom: a guest that shares its CPU misses its timers), and
-    kernel_mb of memory and of /dev/shm each. 1 when any figure is unknown."""
+def auto_parallel(m: Machine, kernel_mb: int, kernel_cpus: int = 1) -> tuple[int, str]:
+    """How many lab kernels to run at once, and why: kernel_cpus CPUs each that nothing
+    else is using (the emulator's headroom: a guest that shares its CPU misses its
+    timers), and kernel_mb of memory and of /dev/shm each. 1 when any figure is unknown."""
     if None in (m.cpus, m.load, m.mem_available_mb, m.shm_free_mb):
         return 1, "1 (could not read this machine's CPUs, load or memory)"
     assert m.cpus is not None and m.load is not None
     assert m.mem_available_mb is not None and m.shm_free_mb is not None
-    by_cpu = math.floor(m.cpus - m.load + LOAD_SLACK)
+    by_cpu = math.floor((m.cpus - m.load + LOAD_SLACK) / kernel_cpus)
     need = kernel_mb * MEM_MARGIN
     by_mem = math.floor(min(m.mem_available_mb, m.shm_free_mb) / need)
     n = max(1, min(by_cpu, by_mem, MAX_PARALLEL))
-    return n, (f"{n} ({m.cpus:g} CPUs with a load of {m.load:.2f}: {max(by_cpu, 0)} free; "
+    per = f"kernels of {kernel_cpus} CPUs" if kernel_cpus > 1 else "free"
+    return n, (f"{n} ({m.cpus:g} CPUs with a load of {m.load:.2f}: {max(by_cpu, 0)} {per}; "
                f"memory for {by_mem} kernels of {kernel_mb} MiB)")
 
 

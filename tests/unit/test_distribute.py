@@ -291,6 +291,16 @@ def test_auto_parallel(m, n):
     assert labkernel.auto_parallel(m, 1536)[0] == n
 
 
+def test_auto_parallel_budgets_cpus_not_kernels():
+    """A kernel of two CPUs (lab/run --cpus 2) takes two of the machine's free CPUs."""
+    m = labkernel.Machine(8, 0.0, 20_000, 20_000)
+    assert labkernel.auto_parallel(m, 1536, kernel_cpus=2)[0] == 4
+    assert labkernel.auto_parallel(labkernel.Machine(2, 0.05, 20_000, 20_000), 1536, 2)[0] == 1
+    assert labkernel.cpus("2") == 2 and labkernel.cpus() >= 1
+    with pytest.raises(SpecError):
+        labkernel.cpus("two")
+
+
 def test_mem_mb_reads_lab_mem_syntax():
     assert labkernel.mem_mb("1536M") == 1536 and labkernel.mem_mb("2G") == 2048
     with pytest.raises(SpecError):

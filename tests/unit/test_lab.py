@@ -68,7 +68,34 @@ def test_clock_picks_the_kernel_and_its_option(tmp_path):
     assert lab_run.parse_args(["true"], {}).clock == "real"
 
 
+def test_cpus_boot_the_smp_kernel_with_ncpus(tmp_path):
+    """One CPU is Debian's kernel (no ncpus=); --cpus N (or LAB_CPUS) boots the kernel
+    lab/build-uml --smp builds with ncpus=N; the VM keeps its own default."""
+    one = lab_run.parse_args(["true"], {})
+    assert one.cpus == 1 and lab_run.uml_kernel(one)[0] == lab_run.UML_DIR
+    assert not [a for a in lab_run._uml_argv(lab_run.UML_DIR, one, tmp_path)
+                if a.startswith("ncpus")]
+    for argv, env in ((["--cpus", "2", "true"], {}), (["true"], {"LAB_CPUS": "2"})):
+        args = lab_run.parse_args(argv, env)
+        uml_dir, installer = lab_run.uml_kernel(args)
+        assert uml_dir.name == "uml-smp" and "--smp" in installer
+        assert "ncpus=2" in lab_run._uml_argv(uml_dir, args, tmp_path)
+    assert lab_run.parse_args(["--vm", "true"], {}).cpus == min(os.cpu_count() or 1, 4)
+
+
+def test_smp_fragment_turns_the_virtual_clock_off():
+    """The SMP kernel's options: lab.config's, with SMP on and time travel off (it needs a
+    uniprocessor kernel), and as many CPUs as lab/run allows."""
+    fragments, dest, _ = build_uml.FLAVOURS["smp"]
+    wanted = build_uml.wanted_options(fragments)
+    assert wanted["CONFIG_SMP"] == "y" and wanted["CONFIG_UML_TIME_TRAVEL_SUPPORT"] == "n"
+    assert int(wanted["CONFIG_NR_CPUS"]) == lab_run.MAX_UML_CPUS and dest.name == "uml-smp"
+    assert build_uml.wanted_options(build_uml.FLAVOURS["tt"][0])["CONFIG_SMP"] == "n"
+
+
 @pytest.mark.parametrize("argv, env, msg", [
+    (["--cpus", "2", "--clock", "virtual", "true"], {}, "needs a kernel with one CPU"),
+    (["--cpus", "9", "true"], {}, "at most 8"),
     (["--clock", "fast", "true"], {}, "one of real, virtual, infcpu"),
     (["true"], {"LAB_CLOCK": "warp"}, "one of real"),
     (["--vm", "--clock", "virtual", "true"], {}, "needs user-mode Linux"),
@@ -111,21 +138,23 @@ def test_build_uml_takes_the_newest_kernel_source(monkeypatch):
 
 
 def test_build_uml_fragment_asks_for_the_clock_and_the_lab():
-    wanted = build_uml.wanted_options()
+    wanted = build_uml.wanted_options(build_uml.FLAVOURS["tt"][0])
     assert wanted["CONFIG_UML_TIME_TRAVEL_SUPPORT"] == "y" and wanted["CONFIG_SMP"] == "n"
     for option in ("NET_SCH_NETEM", "NFSD", "NFS_FS", "VETH", "BRIDGE", "NET_SCH_HTB",
                    "CACHEFILES", "HOSTFS", "OVERLAY_FS"):
         assert wanted[f"CONFIG_{option}"] == "y"
 
 
-def test_build_uml_recipe_follows_source_and_fragment(tmp_path, monkeypatch):
+def test_build_uml_recipe_follows_source_and_fragment(tmp_path):
     source = {"Package": "linux-source-7.2", "Version": "7.2.12-1", "SHA256": "a"}
-    first = build_uml.recipe(source)
-    assert build_uml.recipe(dict(source, SHA256="b")) != first
+    fragments = build_uml.FLAVOURS["tt"][0]
+    first = build_uml.recipe(source, fragments)
+    assert build_uml.recipe(dict(source, SHA256="b"), fragments) != first
     fragment = tmp_path / "lab.config"
     fragment.write_text(build_uml.FRAGMENT.read_text() + "CONFIG_X=y\n")
-    monkeypatch.setattr(build_uml, "FRAGMENT", fragment)
-    assert build_uml.recipe(source) != first and first.startswith("linux-source-7.2 7.2.12-1")
+    assert build_uml.recipe(source, (fragment,)) != first
+    assert first.startswith("linux-source-7.2 7.2.12-1")
+    assert build_uml.recipe(source, build_uml.FLAVOURS["smp"][0]) != first
 
 
 # ---- the guest's command script ----------------------------------------------------------

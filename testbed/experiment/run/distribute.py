@@ -76,7 +76,8 @@ def start_limit(opts: Options, capacity: int | None) -> tuple[Limit, str]:
         return Limit(int(opts.parallel), adaptive=False), f"{opts.parallel} (as asked)"
     if capacity is not None:
         return Limit(capacity, adaptive=True), f"{capacity} (auto: the workers' threads)"
-    n, why = labkernel.auto_parallel(labkernel.machine(), labkernel.mem_mb())
+    n, why = labkernel.auto_parallel(labkernel.machine(), labkernel.mem_mb(),
+                                     labkernel.cpus())
     return Limit(n, adaptive=True), f"auto: {why}"
 
 
