@@ -193,7 +193,9 @@ def _uml_argv(uml_dir: Path, args: argparse.Namespace, run_dir: Path) -> list[st
     """The UML kernel's command line: the host's root read-only through hostfs, our init,
     the console on our stdout, the run folder, the modules folder, the clock and the
     CPUs."""
-    cpus = [f"ncpus={args.cpus}"] if args.cpus > 1 else []
+    # SMP needs the seccomp-based userspace (arch/um: "SMP is not supported with PTRACE
+    # userspace")
+    cpus = [f"ncpus={args.cpus}", "seccomp=on"] if args.cpus > 1 else []
     return [
         str(uml_dir / "linux.uml"), f"mem={args.mem_mb}M", "root=/dev/root",
         "rootfstype=hostfs", "rootflags=/", "ro", f"init={INIT}", "con0=null,fd:1",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from testbed import labkernel, procfs, topology
@@ -37,13 +38,27 @@ CALIBRATION_S = 8.0  # read (passes over the file) at least this long: the host 
                      # samples twice a second
 
 
-def calibrate(seconds_cap: float = 60.0) -> float:
-    """What the lab kernel moves with all its CPUs busy (MB/s, real): one worker at 0 km,
-    a tuned mount (nconnect 4, 16 MiB read-ahead), a 256 MiB file read cold in 1 MiB
-    requests, pass after pass for CALIBRATION_S; the rate reached divided by the share
-    of the kernel's CPUs it cost (never less than the rate itself). With one CPU that
-    is what one full CPU moves; with N (lab/run --cpus N) the rate reached, scaled to all
-    N busy, so a kernel that cannot spread the work over its CPUs shows it."""
+@dataclass(frozen=True)
+class Calibration:
+    """One calibration read: the rate reached (MB/s, real), the CPU it cost (CPU seconds
+    per second, over all the kernel's CPUs) and how many CPUs the kernel has."""
+
+    rate_MB_s: float
+    cpu_per_s: float
+    cpus: int
+
+    @property
+    def capacity_MB_s(self) -> float:
+        """The rate scaled to all the kernel's CPUs busy (never less than the rate: the
+        margins of the read count as busy, so this errs low)."""
+        share = self.cpu_per_s / self.cpus
+        return self.rate_MB_s / min(1.0, share) if share > 0 else self.rate_MB_s
+
+
+def measure(seconds_cap: float = 60.0) -> Calibration:
+    """One worker at 0 km, a tuned mount (nconnect 4, 16 MiB read-ahead), a 256 MiB file
+    read cold in 1 MiB requests, pass after pass for CALIBRATION_S, and the CPU the lab
+    kernel spent meanwhile."""
     topo = topology.build("apn", {"workers": 1, "distance_km": 0, "rate": "100gbit"})
     with Network(topo) as net:
         data = net.scratch("calibration")
@@ -57,10 +72,16 @@ def calibrate(seconds_cap: float = 60.0) -> float:
             nbytes, seconds = _read_passes(m.path / "big.bin", seconds_cap)
             time.sleep(2 * labkernel.HOST_METER_PERIOD_S)  # the meter's next sample
             cpu1 = _cpu_seconds()
-    rate = nbytes / 1e6 / max(seconds, 1e-9)
-    ncpus = os.cpu_count() or 1  # the guest's CPUs
-    share = (cpu1 - cpu0) / max(seconds, 1e-9) / ncpus  # the margins count as busy
-    return rate / min(1.0, share) if share > 0 else rate
+    seconds = max(seconds, 1e-9)
+    return Calibration(nbytes / 1e6 / seconds, (cpu1 - cpu0) / seconds, os.cpu_count() or 1)
+
+
+def calibrate(seconds_cap: float = 60.0) -> float:
+    """What the lab kernel moves with all its CPUs busy (MB/s, real): measure()'s
+    capacity. With one CPU that is what one full CPU moves; with N (lab/run --cpus N)
+    the rate reached scaled to all N busy, so a kernel that cannot spread the work over
+    its CPUs shows it."""
+    return measure(seconds_cap).capacity_MB_s
 
 
 def _cpu_seconds() -> float:
