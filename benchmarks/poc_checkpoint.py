@@ -3,6 +3,7 @@
 
     .venv/bin/python -m benchmarks.poc_checkpoint [--out DIR] [--configs F,...]
         [--distances KM,...] [--rate R] [--lost-pct G] [--interval-s S] [--host PROFILE]
+        [--confirm N [--repetitions R]]
     .venv/bin/testbed report DIR --markdown                   # the table, at any time
 
 For each MLPerf Storage llama3 checkpoint config x distance it runs `testbed advise
@@ -15,8 +16,10 @@ table over the cells' advice.json files and
 
     POC_CHECKPOINT cells=<n> model_only=<n> wall_min=<x>
 
-The answers are the model's (testbed/model/write.py); confirming them in emulation is
-`testbed advise --checkpoint ...` without --model-only (scaled to the lab's memory).
+The answers are the model's (testbed/model/write.py); with --confirm N each cell's first N
+candidates are measured in a lab kernel as `testbed advise --checkpoint` does without
+--model-only (scaled to the lab's memory; LAB_MEM sets the kernel's), and the table's
+verdict column says whether the emulator confirmed the model's answer.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ def run_cell(args: argparse.Namespace, config: str, km: float) -> None:
     cmd = [sys.executable, "-m", "testbed.cli", "advise", "--checkpoint",
            str(MLPERF / config), "--distance-km", f"{km:g}", "--rate", args.rate,
            "--lost-pct", f"{args.lost_pct:g}", "--checkpoint-interval-s",
-           f"{args.interval_s:g}", "--host", args.host, "--model-only", "--out", str(folder)]
+           f"{args.interval_s:g}", "--host", args.host, "--out", str(folder)]
+    cmd += (["--confirm", str(args.confirm), "--repetitions", str(args.repetitions),
+             "--parallel", "1"] if args.confirm else ["--model-only"])
     print(f"== {folder.name}", flush=True)
     subprocess.run(cmd, cwd=common.REPO, check=True, stdout=subprocess.DEVNULL)
 
@@ -55,6 +60,10 @@ def main() -> int:
     ap.add_argument("--lost-pct", type=float, default=1.0)
     ap.add_argument("--interval-s", type=float, default=1800.0)
     ap.add_argument("--host", default="gpu-server")
+    ap.add_argument("--confirm", type=int, default=0,
+                    help="confirm at most N candidates per cell in emulation (default: the "
+                         "model's answer only)")
+    ap.add_argument("--repetitions", type=int, default=3)
     args = ap.parse_args()
     args.out = args.out.resolve()
     t0 = time.monotonic()

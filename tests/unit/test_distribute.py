@@ -516,3 +516,16 @@ def test_a_plan_is_resolved_before_it_runs(tmp_path):
     assert scale["per_point"] == {p.id: p.time_scale for p in nominal.points}
     fixed = make_plan(tmp_path)
     assert resolve.nominal(fixed) is fixed and record.meta_of(fixed)["time_scale"] == [1.0]
+
+
+def test_calibration_credits_what_the_read_used_not_the_cpus_it_had():
+    """A read that used half a CPU is credited with a full CPU's rate; a kernel of two
+    CPUs whose read stayed on one is credited with what it moved, not twice that (user-
+    mode Linux's SMP does not spread the NFS path: docs/multi-cpu.md); one whose read
+    used both keeps its rate."""
+    from testbed.experiment.resolve.dilation import Calibration
+
+    assert Calibration(100.0, 0.5, 1).capacity_MB_s == 200.0
+    assert Calibration(415.0, 1.03, 2).capacity_MB_s == 415.0
+    assert Calibration(800.0, 1.9, 2).capacity_MB_s == 800.0
+    assert Calibration(50.0, 0.0, 1).capacity_MB_s == 50.0

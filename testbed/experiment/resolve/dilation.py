@@ -49,10 +49,13 @@ class Calibration:
 
     @property
     def capacity_MB_s(self) -> float:
-        """The rate scaled to all the kernel's CPUs busy (never less than the rate: the
-        margins of the read count as busy, so this errs low)."""
-        share = self.cpu_per_s / self.cpus
-        return self.rate_MB_s / min(1.0, share) if share > 0 else self.rate_MB_s
+        """What the kernel is credited with: the rate scaled up to one full CPU when the
+        read used less (never less than the rate; the read's margins count as busy, so
+        this errs low). A kernel of several CPUs gets more only where the read itself
+        spread over them: that the work would spread is not assumed (in user-mode Linux
+        7.2 with SMP it does not: docs/multi-cpu.md)."""
+        return self.rate_MB_s / min(1.0, self.cpu_per_s) if self.cpu_per_s > 0 \
+            else self.rate_MB_s
 
 
 def measure(seconds_cap: float = 60.0) -> Calibration:
@@ -77,10 +80,9 @@ def measure(seconds_cap: float = 60.0) -> Calibration:
 
 
 def calibrate(seconds_cap: float = 60.0) -> float:
-    """What the lab kernel moves with all its CPUs busy (MB/s, real): measure()'s
-    capacity. With one CPU that is what one full CPU moves; with N (lab/run --cpus N)
-    the rate reached scaled to all N busy, so a kernel that cannot spread the work over
-    its CPUs shows it."""
+    """What the lab kernel moves (MB/s, real): measure()'s capacity, what one full CPU
+    moves, or more where the kernel's CPUs (lab/run --cpus N) carried the read
+    together."""
     return measure(seconds_cap).capacity_MB_s
 
 
