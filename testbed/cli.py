@@ -15,7 +15,7 @@
                 [--model-only] [--out DIR]      which settings buy the distance back
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
-    testbed report DIR --markdown               a results folder's table as GitHub markdown
+    testbed report DIR --markdown [--by-event]  a results folder's table as GitHub markdown
     testbed docs [--check] [--tests]            regenerate (check) README/docs result tables
     testbed trace record [--root DIR] [--out FILE] [--timeout S] -- CMD...
                                                 record a job's file I/O (strace)
@@ -707,7 +707,7 @@ def _analyse_parser(sub: Any) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Print a results folder's per-point table and search lines as GitHub markdown."""
     from testbed.experiment.report import markdown
-    sys.stdout.write(markdown.render(Path(args.dir)))
+    sys.stdout.write(markdown.render(Path(args.dir), by_event=args.by_event))
     return 0
 
 
@@ -731,6 +731,9 @@ def _report_parsers(sub: Any) -> None:
     rp.add_argument("dir", help="a results folder (with summary.csv)")
     rp.add_argument("--markdown", action="store_true", required=True,
                     help="GitHub markdown (the only format)")
+    rp.add_argument("--by-event", action="store_true",
+                    help="fibre events as a grid: a row per setting, a column per event, "
+                         "each cell the training seconds it cost (and the model's)")
     rp.set_defaults(func=cmd_report)
     dp = sub.add_parser("docs", help="regenerate the generated result tables of README.md "
                         "and docs/*.md from their results folders")

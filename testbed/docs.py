@@ -10,8 +10,8 @@ block such as
 holds exactly what that command prints, so `testbed docs` rewrites every block from its
 results folder and `testbed docs --check` fails when a block no longer matches (a table
 edited by hand, or a results folder replaced without regenerating). Two commands are
-allowed in a marker: `testbed report DIR --markdown`, with DIR relative to the checkout,
-and `testbed docs --tests`, the suite's test counts as pytest collects them
+allowed in a marker: `testbed report DIR --markdown [--by-event]`, with DIR relative to the
+checkout, and `testbed docs --tests`, the suite's test counts as pytest collects them
 (testbed.suite). Returns what changed; never prints.
 """
 
@@ -55,11 +55,12 @@ def run_marker(command: str, root: Path) -> str:
     words = shlex.split(command)
     if words == TESTS_COMMAND:
         return suite.render(root)
-    if len(words) != 4 or words[:2] != ["testbed", "report"] or words[3] != "--markdown":
+    if len(words) not in (4, 5) or words[:2] != ["testbed", "report"] or \
+            words[3] != "--markdown" or words[4:] not in ([], ["--by-event"]):
         raise SpecError(f"docs: marker command {command!r}: only "
-                        "`testbed report DIR --markdown` or `testbed docs --tests` can "
-                        "generate a block")
-    return markdown.render(root / words[2], command)
+                        "`testbed report DIR --markdown [--by-event]` or `testbed docs "
+                        "--tests` can generate a block")
+    return markdown.render(root / words[2], command, by_event=words[4:] == ["--by-event"])
 
 
 def regenerate(text: str, path: Path, root: Path) -> tuple[str, list[Block]]:

@@ -44,6 +44,48 @@ def folder(tmp_path: Path) -> Path:
     return d
 
 
+def _event_row(path: str, prefetch: int, event: str, duration: float, lost: float,
+               model: float, why: str, failed: int = 0) -> dict:
+    pid = (f"data_path={path}|prefetch={prefetch}|event={event}|"
+           f"event_duration_s={duration:g}|distance_km={0 if event == 'none' else 3000}")
+    return {"point_id": pid, "site": "wan", "n": 1, "failed": failed, "au_pct": 90.0,
+            "au_pct_ci": 1.0, "slowdown_pct": 1.0, "slowdown_pct_ci": 0.1,
+            "throughput_MB_s": 3000.0, "throughput_MB_s_ci": 1.0, "rtt_ms": 29.4,
+            "model_MB_s": 3177.0, "limited_by": "compute", "emulator_limited": False,
+            "emulator_reason": float("nan"), "data_path": path, "prefetch": prefetch,
+            "event": event, "event_duration_s": duration, "distance_km": 3000.0,
+            "event_what": f"{event} {duration:g} s",
+            "event_extra_s": lost if event != "none" else float("nan"),
+            "event_model_extra_s": model, "event_limited_by": why}
+
+
+def test_by_event_grid_rows_settings_columns_events(tmp_path: Path):
+    """--by-event: a row per data path x prefetch, a column per event kind and duration,
+    each cell the seconds lost (the model's, what set it); baselines left out; a failed
+    point says so."""
+    d = tmp_path / "ev"
+    d.mkdir()
+    rows = [_event_row("direct", 2, "none", 1, 0, float("nan"), "")]
+    for path in ("direct", "cache"):
+        for ev, dur in (("down", 0.05), ("down", 10), ("reroute", 10)):
+            rows.append(_event_row(path, 2, ev, dur, 1.5, 1.25, "queue_drained",
+                                   failed=int(path == "cache" and ev == "reroute")))
+    pd.DataFrame(rows).to_csv(d / "summary.csv", index=False)
+    (d / "meta.json").write_text(json.dumps(META))
+    lines = markdown.render(d, "testbed report ev --markdown --by-event",
+                            by_event=True).splitlines()
+    assert lines[:4] == [
+        "| data_path | down 0.05 s | down 10 s | reroute 10 s |", "|---|---|---|---|",
+        "| direct | 1.50 (1.25, queue_drained) | 1.50 (1.25, queue_drained) "
+        "| 1.50 (1.25, queue_drained) |",
+        "| cache | 1.50 (1.25, queue_drained) | 1.50 (1.25, queue_drained) | failed |"]
+    assert docs.run_marker("testbed report ev --markdown --by-event", tmp_path) == \
+        "\n".join(lines) + "\n"
+    with pytest.raises(SpecError, match="no fibre events"):
+        markdown.event_table(markdown.Folder(d, pd.DataFrame(SUMMARY),
+                                             ["distance_km", "mount"]))
+
+
 def test_markdown_of_a_results_folder(folder: Path):
     text = markdown.render(folder, "testbed report results/demo --markdown")
     assert text.splitlines()[:4] == [
@@ -90,8 +132,12 @@ def test_docs_rewrites_stale_blocks_and_check_finds_them(folder: Path):
 
 def test_only_the_report_command_may_generate(tmp_path: Path):
     (tmp_path / "README.md").write_text("<!-- generated: rm -rf / -->\n<!-- end generated -->")
-    with pytest.raises(SpecError, match="only `testbed report DIR --markdown` or `testbed "
-                                        "docs --tests`"):
+    with pytest.raises(SpecError, match=r"only `testbed report DIR --markdown \[--by-event\]` "
+                                        "or `testbed docs --tests`"):
+        docs.update(tmp_path, check=True)
+    (tmp_path / "README.md").write_text("<!-- generated: testbed report x --markdown --rm -->"
+                                        "\n<!-- end generated -->")
+    with pytest.raises(SpecError, match="only"):
         docs.update(tmp_path, check=True)
 
 

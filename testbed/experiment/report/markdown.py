@@ -135,6 +135,48 @@ def table(folder: Folder) -> list[str]:
     return lines
 
 
+EVENT_KNOBS = ("event", "event_duration_s")  # what a by-event table's columns are made of
+
+
+def _event_label(r: pd.Series) -> str:
+    """A by-event column's heading: "down 1 s", "reroute 0.05 s"."""
+    return f"{r['event']} {_knob_cell(r['event_duration_s'])} s"
+
+
+def _lost(r: pd.Series) -> str:
+    """A by-event cell: training seconds the event cost (the model's as run, and what set
+    it), or the mark of a point that failed or was not modelled."""
+    if int(r.get("failed", 0) or 0):
+        return "failed"
+    got = report._cell(r.get("event_extra_s", math.nan), 2)
+    model = report._cell(r.get("event_model_extra_s", math.nan), 2)
+    why = str(r.get("event_limited_by", "") or "")
+    return got + (f" ({model}, {why})" if model else "")
+
+
+def event_table(folder: Folder) -> list[str]:
+    """The events as a grid, for a page with no room for one row per point: a row per
+    setting the points share (the swept knobs but the event's), a column per event
+    (kind and duration), each cell the training seconds it cost, then the model's as run
+    and what set it. Baselines (no event) are left out. SpecError when the folder has no
+    events."""
+    s = folder.summary
+    if not report.event_cells(s) or any(k not in s for k in EVENT_KNOBS):
+        raise SpecError(f"report: {folder.path}: no fibre events to tabulate (--by-event)")
+    s = s[s["event"].astype(str) != "none"]
+    rows = [k for k in folder.knobs if k not in EVENT_KNOBS and k in s
+            and s[k].nunique() > 1]
+    columns = list(dict.fromkeys(_event_label(r) for _, r in s.iterrows()))
+    lines = ["| " + " | ".join([_head(k) for k in rows] + columns) + " |",
+             "|" + "---|" * (len(rows) + len(columns))]
+    for key, group in s.groupby(rows, sort=False) if rows else [((), s)]:
+        key = key if isinstance(key, tuple) else (key,)
+        cells = {_event_label(r): _lost(r) for _, r in group.iterrows()}
+        lines.append("| " + " | ".join([_knob_cell(v) for v in key]
+                                       + [cells.get(c, "") for c in columns]) + " |")
+    return lines
+
+
 def _kernel(env: dict[str, Any]) -> str:
     """The kernel a run measured on, e.g. "user-mode Linux 7.2.7, 1 CPU" (", virtual
     clock" when lab/run --clock gave it one)."""
@@ -177,14 +219,15 @@ def machine(folder: Folder) -> str:
             f"{again} measurement(s) set aside and measured again.")
 
 
-def render(path: Path, command: str | None = None) -> str:
-    """The whole markdown of a results folder: table, search lines, provenance (or of
-    a folder of advise answers: advice_grid)."""
-    command = command or f"testbed report {path} --markdown"
+def render(path: Path, command: str | None = None, by_event: bool = False) -> str:
+    """The whole markdown of a results folder: table (by_event: event_table), search
+    lines, provenance (or of a folder of advise answers: advice_grid)."""
+    command = command or f"testbed report {path} --markdown" + (" --by-event" if by_event
+                                                                 else "")
     if advice_grid.is_grid(path):
         return advice_grid.render(path, command, _kernel)
     folder = load(path)
-    lines = table(folder)
+    lines = event_table(folder) if by_event else table(folder)
     if folder.search:
         lines += ["", "```"] + folder.search + ["```"]
     lines += ["", provenance(folder, command)] + ([machine(folder)] if machine(folder)
