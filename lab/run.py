@@ -122,6 +122,11 @@ def parse_args(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
     parser.add_argument("--clock", default=None, metavar="|".join(CLOCKS),
                         help="the guest's clock: real (the host's), virtual (skips idle "
                              "time), infcpu (CPU work takes none); default LAB_CLOCK or real")
+    parser.add_argument("--link", action="append", default=[], metavar="HOSTIF",
+                        help="user-mode Linux: give the guest a network device vecN on the "
+                             "host interface HOSTIF (UML's vector transport, raw socket); "
+                             "repeatable. Joins lab kernels through the host (e.g. the two "
+                             "ends of a host veth pair): docs/multi-cpu.md")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="command and arguments")
     args = parser.parse_args(argv)
     if not args.cmd:
@@ -159,6 +164,8 @@ def _pick_kernel(args: argparse.Namespace, environ: dict[str, str]) -> None:
     if not args.vm and args.cpus > 1 and args.clock != "real":
         raise UsageError(f"--cpus {args.cpus} with --clock {args.clock}: the virtual clock "
                          "needs a kernel with one CPU")
+    if args.vm and args.link:
+        raise UsageError("--link needs user-mode Linux (the VM's network is QEMU's)")
     if not args.vm and args.cpus > MAX_UML_CPUS:
         raise UsageError(f"--cpus {args.cpus}: user-mode Linux is built for at most "
                          f"{MAX_UML_CPUS}")
@@ -196,10 +203,12 @@ def _uml_argv(uml_dir: Path, args: argparse.Namespace, run_dir: Path) -> list[st
     # SMP needs the seccomp-based userspace (arch/um: "SMP is not supported with PTRACE
     # userspace")
     cpus = [f"ncpus={args.cpus}", "seccomp=on"] if args.cpus > 1 else []
+    links = [f"vec{i}:transport=raw,ifname={name},depth=128,gro=1"
+             for i, name in enumerate(args.link)]
     return [
         str(uml_dir / "linux.uml"), f"mem={args.mem_mb}M", "root=/dev/root",
         "rootfstype=hostfs", "rootflags=/", "ro", f"init={INIT}", "con0=null,fd:1",
-        "con=null", "quiet", "loglevel=1", *CLOCKS[args.clock][1], *cpus,
+        "con=null", "quiet", "loglevel=1", *CLOCKS[args.clock][1], *cpus, *links,
         f"apn_run={run_dir}", f"apn_modules={uml_dir / 'modules'}",
     ]
 

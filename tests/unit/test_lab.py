@@ -83,6 +83,17 @@ def test_cpus_boot_the_smp_kernel_with_ncpus(tmp_path):
     assert lab_run.parse_args(["--vm", "true"], {}).cpus == min(os.cpu_count() or 1, 4)
 
 
+def test_links_give_the_guest_vector_devices_on_host_interfaces(tmp_path):
+    """--link HOSTIF (repeatable) joins a user-mode kernel to a host interface as vecN."""
+    args = lab_run.parse_args(["--link", "apn2k-a", "--link", "apn2k-c", "true"], {})
+    line = lab_run._uml_argv(lab_run.UML_DIR, args, tmp_path)
+    assert [a for a in line if a.startswith("vec")] == [
+        "vec0:transport=raw,ifname=apn2k-a,depth=128,gro=1",
+        "vec1:transport=raw,ifname=apn2k-c,depth=128,gro=1"]
+    with pytest.raises(lab_run.UsageError, match="needs user-mode Linux"):
+        lab_run.parse_args(["--vm", "--link", "x", "true"], {})
+
+
 def test_smp_fragment_turns_the_virtual_clock_off():
     """The SMP kernel's options: lab.config's, with SMP on and time travel off (it needs a
     uniprocessor kernel), and as many CPUs as lab/run allows."""
