@@ -51,6 +51,8 @@ class Applied:
     delay_ms: float        # real (dilated) one-way delay
     rate_mbit: float       # real (dilated) rate
     matches: bool          # the readback is what was asked
+    netem_drops: int = 0   # the direction's netem drop counter then (the event's own drops
+                           # are the difference between a restore and its event)
 
 
 def matches(asked: Direction, got: tc.Readback) -> bool:
@@ -150,7 +152,8 @@ class EventPlayer:
         assert self.t0 is not None
         self.applied.append(Applied(e.span, e.forward, occurrence, state, planned,
                                     time.perf_counter() - self.t0, got.loss_pct,
-                                    got.delay_ms, got.rate_mbit, matches(d, got)))
+                                    got.delay_ms, got.rate_mbit, matches(d, got),
+                                    got.netem_drops))
         (self._in_event.add if state == "event" else self._in_event.discard)(n)
 
     def _put_back(self, iprs: dict[str, IPRoute]) -> None:
@@ -163,6 +166,20 @@ class EventPlayer:
             except Exception as exc:  # noqa: BLE001 (the network's teardown follows)
                 self.error = self.error or f"fibre event: {e.span} not put back: {exc}"
                 log.warning("fibre %s not put back: %s", e.span, exc)
+
+    def drops_during(self, span: str, forward: bool) -> int:
+        """Packets netem dropped in one direction of `span` while it was in its event state
+        (a span down drops everything sent meanwhile: the event's drops, not an
+        overflowing queue's), from the counters read back at each change."""
+        total, start = 0, None
+        for a in self.applied:
+            if a.span != span or a.forward != forward:
+                continue
+            if a.state == "event":
+                start = a.netem_drops
+            elif start is not None:
+                total, start = total + max(0, a.netem_drops - start), None
+        return total
 
     def summary(self, time_scale: float) -> dict[str, Any]:
         """The changes read back, in emulated seconds after the window's start: when the

@@ -181,6 +181,19 @@ def test_player_stopped_early_puts_the_span_back(fake_tc):
     assert fake_tc["srv-eth0"][-1].loss_pct == 0.0 and fake_tc["s1-eth0"][-1].loss_pct == 0.0
 
 
+def test_drops_during_an_event_are_the_events_own():
+    """The netem drops between an event's start and its restore, per span direction: a
+    span down drops what is sent meanwhile, which must not mark the point as a queue
+    overflow (measure._explained leaves them out of the emulator's evidence)."""
+    p = fibre_events.EventPlayer.__new__(fibre_events.EventPlayer)
+    a = lambda state, occ, drops, fwd=True: fibre_events.Applied(  # noqa: E731
+        "wan", fwd, occ, state, 0.0, 0.0, 100.0, 1.0, 1000.0, True, drops)
+    p.applied = [a("event", 0, 5), a("event", 0, 0, False), a("restored", 0, 905),
+                 a("restored", 0, 40, False), a("event", 1, 910), a("restored", -1, 1010)]
+    assert p.drops_during("wan", True) == 1000 and p.drops_during("wan", False) == 40
+    assert p.drops_during("other", True) == 0
+
+
 def test_player_never_begun_changes_nothing(fake_tc):
     event = EventSpec(kind="down")
     with fibre_events.EventPlayer(FakeNet(), event, {"wan": FibreSpec()}, {"wan": True}) as p:

@@ -275,7 +275,10 @@ def _explained(rig: Rig, point: Point, worker: str, row: dict[str, Any], ra_kb: 
                ctx: _Context) -> dict[str, Any]:
     """The model's explanation of a worker's row, with the fibres' counters."""
     spans = [n for n, _ in topology.path_fibres(rig.topo, worker)]
-    drops = sum(ctx.counters[n][0] for n in spans)
+    player = ctx.events.player if ctx.events is not None else None
+    # drops a fibre event made (a span down) are the event's, not a queue's: left out
+    drops = sum(ctx.counters[n][0] - (player.drops_during(n, True) if player else 0)
+                for n in spans)
     sent = ctx.counters[spans[0]][1] if spans else 0
     rmem = int(rig.net.tcp.read_sysctl(worker, "net.ipv4.tcp_rmem").split()[2])
     b = explain_mod.bounds(rig.topo, point, worker, ra_kb, rmem, rig.net.tcp.congestion)
