@@ -134,6 +134,41 @@ def point(cpus: int, exp: dict[str, Any], out: Path) -> dict[str, float]:
             "host_steal_pct": float(far["host_steal_pct"])}
 
 
+def measure_cpus(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Everything for a kernel of n CPUs: calibration, auto's k and (unless
+    --skip-points) the two points, each printed as it comes."""
+    start = time.monotonic()
+    cal = calibration(n)
+    row = {"cal": cal, "cal_wall_s": time.monotonic() - start,
+           "k": k_auto(cal["capacity_MB_s"], args.out)}
+    print(f"cpus={n}: calibration {cal['rate_MB_s']:.0f} MB/s at "
+          f"{cal['cpu_per_s']:.2f} CPU-s/s -> capacity {cal['capacity_MB_s']:.0f} MB/s "
+          f"({row['cal_wall_s']:.0f} s); k auto for unet3d-h100 at 3,000 km: "
+          + ", ".join(f"{g} {k:g}" for g, k in row["k"].items()), flush=True)
+    if not args.skip_points:
+        for name, exp in (("demo", demo_point()), ("gbit100", gbit100_point())):
+            row[name] = got = point(n, exp, args.out)
+            print(f"cpus={n}: {name}: {got['MB_s']:.1f} MB/s, AU {got['au_pct']:.1f} %, "
+                  f"k {got['k']:g}, {got['limited_by']}; host wait "
+                  f"{got['host_wait_pct']:.1f} %, steal {got['host_steal_pct']:.1f} % "
+                  f"({got['wall_s']:.0f} s)", flush=True)
+    return row
+
+
+def side_by_side(rows: dict[int, dict[str, Any]], counts: list[int], points: bool) -> str:
+    """The closing line: the last CPU count against the first."""
+    first, last = rows[counts[0]], rows[counts[-1]]
+    line = (f"SIDE_BY_SIDE cpus={','.join(map(str, counts))} capacity_ratio="
+            f"{last['cal']['capacity_MB_s'] / first['cal']['capacity_MB_s']:.2f}")
+    if points:
+        line += (f" demo_au_delta={last['demo']['au_pct'] - first['demo']['au_pct']:+.2f}"
+                 f" gbit100_mb_delta_pct="
+                 f"{100 * (last['gbit100']['MB_s'] / first['gbit100']['MB_s'] - 1):+.2f}"
+                 f" gbit100_au_delta="
+                 f"{last['gbit100']['au_pct'] - first['gbit100']['au_pct']:+.2f}")
+    return line
+
+
 def main() -> None:
     """Every N in turn, then the side-by-side line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -147,36 +182,9 @@ def main() -> None:
         return
     counts = [int(c) for c in args.cpus.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
-    rows: dict[int, dict[str, Any]] = {}
-    for n in counts:
-        start = time.monotonic()
-        cal = calibration(n)
-        row = {"cal": cal, "cal_wall_s": time.monotonic() - start,
-               "k": k_auto(cal["capacity_MB_s"], args.out)}
-        print(f"cpus={n}: calibration {cal['rate_MB_s']:.0f} MB/s at "
-              f"{cal['cpu_per_s']:.2f} CPU-s/s -> capacity {cal['capacity_MB_s']:.0f} MB/s "
-              f"({row['cal_wall_s']:.0f} s); k auto for unet3d-h100 at 3,000 km: "
-              + ", ".join(f"{g} {k:g}" for g, k in row["k"].items()), flush=True)
-        if not args.skip_points:
-            for name, exp in (("demo", demo_point()), ("gbit100", gbit100_point())):
-                row[name] = got = point(n, exp, args.out)
-                print(f"cpus={n}: {name}: {got['MB_s']:.1f} MB/s, AU {got['au_pct']:.1f} %, "
-                      f"k {got['k']:g}, {got['limited_by']}; host wait "
-                      f"{got['host_wait_pct']:.1f} %, steal {got['host_steal_pct']:.1f} % "
-                      f"({got['wall_s']:.0f} s)",
-                      flush=True)
-        rows[n] = row
+    rows = {n: measure_cpus(n, args) for n in counts}
     (args.out / "multi_cpu.json").write_text(json.dumps(rows, indent=1))
-    first, last = rows[counts[0]], rows[counts[-1]]
-    line = (f"SIDE_BY_SIDE cpus={args.cpus} capacity_ratio="
-            f"{last['cal']['capacity_MB_s'] / first['cal']['capacity_MB_s']:.2f}")
-    if not args.skip_points:
-        line += (f" demo_au_delta={last['demo']['au_pct'] - first['demo']['au_pct']:+.2f}"
-                 f" gbit100_mb_delta_pct="
-                 f"{100 * (last['gbit100']['MB_s'] / first['gbit100']['MB_s'] - 1):+.2f}"
-                 f" gbit100_au_delta="
-                 f"{last['gbit100']['au_pct'] - first['gbit100']['au_pct']:+.2f}")
-    print(line)
+    print(side_by_side(rows, counts, not args.skip_points))
 
 
 if __name__ == "__main__":

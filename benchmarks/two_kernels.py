@@ -102,6 +102,7 @@ class Kernel(threading.Thread):
     seconds it and its kernel used (rusage of the waited-for child tree)."""
 
     def __init__(self, link: str, script: Path) -> None:
+        """Not started yet: start() boots the kernel on `link` running `script`."""
         super().__init__(daemon=True)
         self.argv = [str(LAB / "run"), "--timeout", "300", "--link", link, "sh", str(script)]
         self.out, self.cpu_s, self.rc = "", 0.0, -1

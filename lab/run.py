@@ -98,9 +98,8 @@ def parse_mem(text: str) -> int:
     return value
 
 
-def parse_args(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
-    """lab/run's options and command, with the environment's knobs as defaults; a
-    UsageError for what does not make sense."""
+def build_parser() -> argparse.ArgumentParser:
+    """lab/run's options (their environment defaults are applied by parse_args)."""
     parser = argparse.ArgumentParser(
         prog="lab/run",
         description="Run a command as root inside the lab kernel (user-mode Linux, or with "
@@ -128,7 +127,13 @@ def parse_args(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
                              "repeatable. Joins lab kernels through the host (e.g. the two "
                              "ends of a host veth pair): docs/multi-cpu.md")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="command and arguments")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
+    """lab/run's options and command, with the environment's knobs as defaults; a
+    UsageError for what does not make sense."""
+    args = build_parser().parse_args(argv)
     if not args.cmd:
         raise UsageError("no command given")
     try:
