@@ -1,8 +1,9 @@
 """Lab kernels started from the host: `lab/run CMD` as a child process that dies with us,
 and how many of them this machine can run at once.
 
-LabKernel         one `lab/run CMD` (a user-mode Linux guest, LAB_CPUS CPUs, 1 unless set): started in its own
-                  session under `setpriv --pdeathsig TERM`, so that when the process that
+LabKernel         one `lab/run CMD` (a user-mode Linux guest of LAB_CPUS CPUs, 1 unless
+                  set): started in its own session under `setpriv --pdeathsig TERM`, so
+                  that when the process that
                   started it dies (a killed Dask worker, a SIGKILLed `testbed run`) lab/run
                   gets SIGTERM and kills its kernel; stopped by its PID on exit; its
                   console goes to a log file.
