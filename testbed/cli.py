@@ -370,15 +370,7 @@ def _advise_question(args: argparse.Namespace) -> tuple[Any, Any]:
     given = {k: getattr(args, k) for k in ("distance_km", "rate", "loss_pct", "workers",
                                            "topology", "host")
              if getattr(args, k) is not None}
-    if args.servers is not None:  # how many servers: the cluster topology's question
-        if args.workers is not None:
-            raise SpecError("advise: --servers counts servers of --gpus workers; "
-                            "--workers is for a topology of workers (apn)")
-        given.setdefault("topology", "cluster")
-        given.update({k: v for k, v in (("gpus", args.gpus), ("fibres", args.fibres))
-                      if v is not None})
-    elif (args.gpus, args.fibres) != (None, None):
-        raise SpecError("advise: --gpus and --fibres size the servers of --servers")
+    given.update(_servers_scenario(args))
     defaults = {"rate": "100gbit", "loss_pct": 0.0, "topology": "apn",
                 "host": adv.default("host"),
                 "workers": job.default_workers(kind, source) if source else 1}
@@ -388,6 +380,21 @@ def _advise_question(args: argparse.Namespace) -> tuple[Any, Any]:
                      **chosen)
     metric = next(g for g in GOAL_FLAGS if getattr(args, g) is not None)
     return s, adv.Goal(metric, getattr(args, metric))
+
+
+def _servers_scenario(args: argparse.Namespace) -> dict[str, Any]:
+    """What --servers, --gpus and --fibres set of advise's scenario: for the question
+    how many servers a line feeds, the cluster topology (unless --topology says)."""
+    if args.servers is None:
+        if (args.gpus, args.fibres) != (None, None):
+            raise SpecError("advise: --gpus and --fibres size the servers of --servers")
+        return {}
+    if args.workers is not None:
+        raise SpecError("advise: --servers counts servers of --gpus workers; --workers is "
+                        "for a topology of workers (apn)")
+    return {"topology": args.topology or "cluster",
+            **{k: v for k, v in (("gpus", args.gpus), ("fibres", args.fibres))
+               if v is not None}}
 
 
 def _in_bounds(knob: str, value: float | None) -> None:
