@@ -196,3 +196,16 @@ def test_the_servers_question_refuses_bad_input_in_one_line(capsys, extra, match
                    "--slowdown-pct", "1", *extra])
     err = capsys.readouterr().err
     assert rc == 2 and match in err and "Traceback" not in err
+
+
+def test_advise_reads_a_cluster_experiment_as_its_servers(capsys):
+    """--experiment on a cluster file: its far point's servers, GPUs per server and
+    fibres, at the distance of a worker's path (parallel spans do not add up)."""
+    from testbed.experiment.advise import job
+    plan = plan_mod.load(ROOT / "experiments" / "cluster.toml", {"fibres": "2"})
+    figures = job.far_figures(plan, job.far_point(plan))
+    assert figures["distance_km"] == 3000 and "workers" not in figures
+    assert (figures["servers"], figures["gpus"], figures["fibres"]) == (2, 8, 2)
+    rc = cli.main(["advise", "--experiment", str(ROOT / "experiments" / "cluster.toml"),
+                   "--slowdown-pct", "1", "--model-only"])
+    assert rc == 0 and "meets the goal" in capsys.readouterr().out
