@@ -203,9 +203,11 @@ def test_advise_reads_a_cluster_experiment_as_its_servers(capsys):
     fibres, at the distance of a worker's path (parallel spans do not add up)."""
     from testbed.experiment.advise import job
     plan = plan_mod.load(ROOT / "experiments" / "cluster.toml", {"fibres": "2"})
-    figures = job.far_figures(plan, job.far_point(plan))
+    far = job.far_point(plan)
+    figures = job.far_figures(plan, far)
     assert figures["distance_km"] == 3000 and "workers" not in figures
-    assert (figures["servers"], figures["gpus"], figures["fibres"]) == (2, 8, 2)
+    assert (figures["servers"], figures["gpus"], figures["fibres"]) == \
+        (far.value("servers"), 8, 2)
     rc = cli.main(["advise", "--experiment", str(ROOT / "experiments" / "cluster.toml"),
                    "--slowdown-pct", "1", "--model-only"])
     assert rc == 0 and "meets the goal" in capsys.readouterr().out
