@@ -80,9 +80,14 @@ def test_bad_cluster_input_on_the_command_line_is_one_line(capsys):
 
 
 def test_it_is_a_mininet_custom_file():
+    """`mn --custom topologies/cluster.py --topo cluster,servers=2,...` builds it as
+    Mininet's own parser hands it the parameters."""
+    from mininet.util import buildTopo
     entry = topology.load_topologies()["cluster"]
     assert entry.path.name == "cluster.py"
-    assert {"servers", "gpus", "fibres", "distance_km", "rate", "mtu"} <= set(entry.params)
+    topo = buildTopo({"cluster": entry.cls}, "cluster,servers=2,gpus=2,fibres=2,distance_km=60")
+    assert sorted(topo.hosts()) == ["n1g1", "n1g2", "n2g1", "n2g2", "srv"]
+    assert sorted(topo.switches()) == ["s0", "s1", "s2"] and len(topo.links()) == 7
 
 
 def test_the_experiment_builds_each_point_from_its_servers_and_host_gpus():
