@@ -4,10 +4,10 @@ For each count N of servers of G GPUs behind M fibre spans (topologies/cluster.p
 server one GPU host with its own NIC, servers dealt round-robin over the spans), advise's
 walk at the far end (advise.advise: the settings it would pick, cheapest first, reading
 over the line: a copy at the GPU site feeds any count, so the walk may not move the data
-path) rates a GPU of server 1, whose span carries the most servers. A row per N: every GPU's demand
-together against what the spans carry (payload), the recommended setting (or the best
-the walk found) with its rate a GPU, AU and slowdown, what binds, whether it meets the
-goal. The answer is the largest N up to which every count meets it, and what stops the
+path) rates a GPU of server 1, whose span carries the most servers. A row per N: every
+GPU's demand together against what the spans carry (payload), the recommended setting
+(or the best the walk found) with its rate a GPU, AU and slowdown, what binds, whether
+it meets the goal. The answer is the largest N up to which every count meets it, and what stops the
 next one. The model's answer only: a count is measured by running an experiment file
 on the cluster topology (experiments/cluster.toml).
 """
