@@ -58,7 +58,7 @@ def main() -> int:
         rmem = int(results[(results["mount"] == key["mount"]) &
                            (results["distance_km"] == key["distance_km"])]
                    ["tcp_rmem_max"].iloc[0])
-        topo = plan.resolver.topo(point.workers)
+        topo = plan.resolver.topo(point)
         wp = explain.write_path(topo, point, worker_hosts(topo)[0], rmem)
         files = kinds.rank_files(point, 0, job)
         idle = kinds.interval_s(point, job) * float(point.value("workload_scale"))

@@ -13,6 +13,8 @@
                 (--slowdown-pct G | --au-pct G | --lost-pct G | --write-s G)
                 [--checkpoint-interval-s S] [--rate R] [--workers N] [--allow KNOB,...]
                 [--model-only] [--out DIR]      which settings buy the distance back
+                [--servers A-B [--gpus G] [--fibres M]] --model-only
+                                                how many G-GPU servers the line feeds
     testbed probe NAME [-p KEY=VALUE ...] | --run PREFIX  [--src H] [--dst H] [--count N]
     testbed analyse PCAP [--rate R] [--rtt-ms T] [--png F] [--csv F]
     testbed report DIR --markdown [--by-event]  a results folder's table as GitHub markdown
@@ -368,6 +370,7 @@ def _advise_question(args: argparse.Namespace) -> tuple[Any, Any]:
     given = {k: getattr(args, k) for k in ("distance_km", "rate", "loss_pct", "workers",
                                            "topology", "host")
              if getattr(args, k) is not None}
+    given.update(_servers_scenario(args))
     defaults = {"rate": "100gbit", "loss_pct": 0.0, "topology": "apn",
                 "host": adv.default("host"),
                 "workers": job.default_workers(kind, source) if source else 1}
@@ -377,6 +380,21 @@ def _advise_question(args: argparse.Namespace) -> tuple[Any, Any]:
                      **chosen)
     metric = next(g for g in GOAL_FLAGS if getattr(args, g) is not None)
     return s, adv.Goal(metric, getattr(args, metric))
+
+
+def _servers_scenario(args: argparse.Namespace) -> dict[str, Any]:
+    """What --servers, --gpus and --fibres set of advise's scenario: for the question
+    how many servers a line feeds, the cluster topology (unless --topology says)."""
+    if args.servers is None:
+        if (args.gpus, args.fibres) != (None, None):
+            raise SpecError("advise: --gpus and --fibres size the servers of --servers")
+        return {}
+    if args.workers is not None:
+        raise SpecError("advise: --servers counts servers of --gpus workers; --workers is "
+                        "for a topology of workers (apn)")
+    return {"topology": args.topology or "cluster",
+            **{k: v for k, v in (("gpus", args.gpus), ("fibres", args.fibres))
+               if v is not None}}
 
 
 def _in_bounds(knob: str, value: float | None) -> None:
@@ -397,6 +415,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     s, goal = _advise_question(args)
     allowed = tuple(k.strip() for k in args.allow.split(",") if k.strip())
+    if args.servers is not None:
+        return _advise_servers(args, s, goal, allowed, t0)
     folder = Path(args.out) if args.out else \
         Path("results") / f"advise-{Path(s.workload).stem}-{s.distance_km:g}km"
     with tempfile.TemporaryDirectory(prefix="testbed-advise-") as scratch:
@@ -416,6 +436,28 @@ def cmd_advise(args: argparse.Namespace) -> int:
     advice_grid.record(folder, s, found, measured, took)
     out.print(f"advise took {took / 60:.1f} min", markup=False)
     return 0 if measured and measured[-1][1].confirmed else EXIT_FAILED
+
+
+def _advise_servers(args: argparse.Namespace, s: Any, goal: Any, allowed: tuple[str, ...],
+                    t0: float) -> int:
+    """advise --servers: the model's answer for each count of servers (a table), and how
+    many the line feeds."""
+    import time
+    from testbed.experiment.advise import confirm, servers
+    counts = servers.parse_counts(args.servers)
+    if not args.model_only:
+        raise SpecError("advise --servers: the model's answer only (add --model-only); "
+                        "measure counts with an experiment file on topology cluster "
+                        "(experiments/cluster.toml)")
+    with tempfile.TemporaryDirectory(prefix="testbed-advise-") as scratch:
+        rows = servers.ask(s, goal, counts, allowed,
+                           lambda sc: confirm.load(sc, (), Path(scratch), "start"))
+    out.print(f"host profile: {s.host} ({confirm.host_text(s.host)}; docs/hosts.md)",
+              markup=False)
+    out.print(servers.table(rows, s))
+    out.print(servers.answer(rows, s, goal), markup=False)
+    out.print(f"model answered in {time.perf_counter() - t0:.2f} s", markup=False)
+    return 0
 
 
 def _advise_runner(args: argparse.Namespace) -> Callable[[Any, Path], Any]:
@@ -658,7 +700,15 @@ def _advise_scenario_args(ad: Any) -> None:
                     help="random loss per packet (default 0)")
     ad.add_argument("--workers", type=_count, default=None, help="GPU workers per site "
                     "(default 1; a checkpoint job: its ranks on one 8-GPU host)")
-    ad.add_argument("--topology", default=None, help="topology (default apn)")
+    ad.add_argument("--topology", default=None, help="topology (default apn; with "
+                    "--servers cluster)")
+    ad.add_argument("--servers", default=None, metavar="N|A-B|A,B",
+                    help="how many GPU servers the line feeds: the model's answer for "
+                    "each count (topology cluster; with --model-only)")
+    ad.add_argument("--gpus", type=_count, default=None,
+                    help="GPUs per server, with --servers (default 8)")
+    ad.add_argument("--fibres", type=_count, default=None,
+                    help="fibre spans the servers share, with --servers (default 1)")
     ad.add_argument("--host", default=None,
                     choices=sorted(schema.HOST_PROFILES), help="the end hosts' profile "
                     f"assumed (default {schema.DEFAULT_HOST}; docs/hosts.md)")

@@ -382,6 +382,12 @@ DIMENSIONS: tuple[Dimension, ...] = (
       exposed=False, optional=True),
     # the topology: a fresh testbed per value
     D("workers", "int", "", "topology", "GPU workers per site", 1, 1024, live=False),
+    # the cluster topology's: its servers are GPU hosts of host_gpus workers each; its
+    # fibres set which links exist, so one value per experiment ([fixed] or -p)
+    D("servers", "int", "", "topology", "GPU servers (topology cluster)", 1, 1024,
+      default=1, live=False),
+    D("fibres", "int", "", "topology", "parallel fibre spans (topology cluster)", 1, 64,
+      default=1, live=False),
     D("mtu", "int", "B", "topology", "MTU of every link", 576, 9000, default=1500,
       live=False),
     # the storage site's nfsd

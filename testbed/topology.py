@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from mininet.topo import Topo
 
@@ -153,6 +153,31 @@ def _coerce(topo: str, key: str, value: Any, default: Any) -> Any:
             except ValueError as exc:
                 raise SpecError(f"topology {topo}: parameter {key}={value!r}: {exc}") from None
     return value
+
+
+# The build() parameters experiments set through a knob: parameter -> knob. A point's
+# topology is built from its values of those its topology takes (params_of); the
+# cluster's `gpus` is the size of its GPU hosts, the host profile's host_gpus, so that
+# host_sizes groups each server's workers into one host.
+PARAM_KNOBS: dict[str, str] = {"workers": "workers", "servers": "servers",
+                               "fibres": "fibres", "gpus": "host_gpus"}
+# The parameters that decide which fibre links exist: one value per experiment (fibre
+# knobs address the links by name).
+LINK_PARAMS: tuple[str, ...] = ("fibres",)
+
+
+def knob_params(name: str) -> dict[str, str]:
+    """The parameters of topology `name` that a knob sets: parameter -> knob
+    (SpecError for an unknown topology)."""
+    registry = load_topologies()
+    if name not in registry:
+        raise SpecError(f"unknown topology {name!r}; known: {', '.join(sorted(registry))}")
+    return {p: k for p, k in PARAM_KNOBS.items() if p in registry[name].params}
+
+
+def params_of(name: str, value: Callable[[str], Any]) -> dict[str, Any]:
+    """The build() parameters of topology `name` from knob values (`value(knob)`)."""
+    return {p: value(k) for p, k in knob_params(name).items()}
 
 
 def build(name: str, params: Mapping[str, Any] | None = None) -> SiteTopo:

@@ -177,7 +177,7 @@ def test_one_connection_cannot_feed_unet3d_on_the_default_host(tmp_path):
     plan = plan_for(tmp_path)
     p = adv.Rater(plan, adv.Goal("slowdown_pct", 1)).point_of(
         {"tcp_buffer_mib": 256, "read_ahead_kb": 65536})
-    topo = plan.resolver.topo(1)
+    topo = plan.resolver.topo(p)
     b = explain.planned_bounds(topo, p, "w1")
     assert b.limited_by == HOST_CONNECTION and b.predicted == pytest.approx(12_500 / 8 * 1e6)
 

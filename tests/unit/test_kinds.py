@@ -155,7 +155,7 @@ def test_a_checkpoint_at_a_distance_is_dilated_for_its_bytes_share_not_its_line(
     plan = plan_mod.load(ROOT / "experiments" / "checkpoint.toml",
                          {"mount": "tuned", "distance_km": "3000"})
     base, far = plan.points
-    topo = plan.resolver.topo(far.workers)
+    topo = plan.resolver.topo(far)
     w = topology.worker_hosts(topo)[0]
     job = plan.resolver.raw.checkpoint
     line = resolve.min_write_Bps(topo, far, w)

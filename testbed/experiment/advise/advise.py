@@ -211,7 +211,7 @@ class Rater:
                 "a goal for a checkpoint job; a reading job's is --slowdown-pct or --au-pct"))
         self.point = far_point(plan)
         self.base = dict(self.point.assignment)
-        self.topo = plan.resolver.topo(self.point.workers)
+        self.topo = plan.resolver.topo(self.point)
         self.worker = worker_hosts(self.topo)[0]
 
     def point_of(self, changes: dict[str, Any]) -> Point:
@@ -565,6 +565,16 @@ class Scenario:
     kind: str = "preset"  # job.KINDS
     source: str = ""  # the job's file (absolute; "" for a preset)
     interval_s: float | None = None  # a checkpoint job's interval override
+    servers: int | None = None  # the cluster topology: its servers (then not workers)
+    gpus: int = 8  # ... GPUs per server (its GPU hosts' host_gpus)
+    fibres: int = 1  # ... fibre spans the servers share round-robin
+
+    def topology_knobs(self) -> dict[str, Any]:
+        """The knobs that size its topology: workers per site, or a cluster's servers,
+        GPUs per server and fibres."""
+        if self.servers is None:
+            return {"workers": self.workers}
+        return {"servers": self.servers, "host_gpus": self.gpus, "fibres": self.fibres}
 
 
 WINDOW = {"warmup_max_s": 3, "measure_s": 4, "measure_max_s": 20, "min_steps": 8,
@@ -604,7 +614,7 @@ def experiment(s: Scenario, changes: tuple[tuple[str, Any], ...] = (),
     doc = {"name": name, "topology": s.topology,
            "description": f"{s.workload} at {s.distance_km:g} km over {s.rate}: {what}",
            "repetitions": s.repetitions,
-           "fixed": {"time_scale": "auto", **fixed, "workers": s.workers, "rate": s.rate,
+           "fixed": {"time_scale": "auto", **fixed, **s.topology_knobs(), "rate": s.rate,
                      "loss_pct": s.loss_pct, "mount": "advised", "host": s.host,
                      **t["fixed"]},
            "sweep": {"distance_km": [0, s.distance_km]},

@@ -23,7 +23,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from testbed import kernel
+from testbed import kernel, topology
 from testbed.errors import SpecError
 from testbed.experiment.plan import parse
 from testbed.experiment.plan import plan as plan_mod
@@ -183,12 +183,21 @@ def experiment_tables(source: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def far_figures(plan: Plan, far: Point) -> dict[str, Any]:
-    """An experiment's farthest point as advise's scenario: distance, rate, loss,
-    workers, topology, host, and its kind (checkpoint or experiment)."""
+    """An experiment's farthest point as advise's scenario: distance (the farthest
+    worker's path: parallel spans do not add up), rate, loss, workers (a cluster: its
+    servers, GPUs per server and fibres), topology, host, and its kind (checkpoint or
+    experiment)."""
     fibre = far.fibres[0][1]
-    return {"distance_km": sum(f.distance_km for _, f in far.fibres),
+    topo = plan.resolver.topo(far)
+    paths = topology.fibre_paths(topo)
+    distance = max((sum(far.fibre(n).distance_km for n, _ in paths.get(w, []))
+                    for w in topology.worker_hosts(topo)), default=0.0)
+    sizes = {"servers": int(far.value("servers")), "gpus": far.host.gpus,
+             "fibres": int(far.value("fibres"))} if "servers" in far.topo_params \
+        else {"workers": far.workers}
+    return {"distance_km": distance,
             "rate": f"{format_value(fibre.rate_mbit)}mbit", "loss_pct": fibre.loss_pct,
-            "workers": far.workers, "topology": plan.topology,
+            **sizes, "topology": plan.topology,
             "host": str(far.value("host")),
             "kind": "checkpoint" if plan.resolver.raw.checkpoint is not None
             else "experiment"}

@@ -46,7 +46,7 @@ def counters(r: Readback) -> tuple[int, int, int]:
 
 def build_topology(point: Point) -> topology.SiteTopo:
     """The point's topology (its workers), every link at its MTU, its fibres as set."""
-    topo = topology.build(point.topology, {"workers": point.workers})
+    topo = topology.build(point.topology, point.topo_params)
     topology.set_mtu(topo, int(point.value("mtu")))
     for name, spec in point.fibres:
         topology.set_fibre(topo, name, spec)

@@ -41,6 +41,7 @@ from testbed.experiment.plan.dimensions import Key, did_you_mean, number, show
 from testbed.topology import fibres as topo_fibres
 from testbed.topology import load_topologies
 from testbed.topology import build as build_topology
+from testbed.topology import LINK_PARAMS, PARAM_KNOBS, knob_params
 from testbed.workload import dlio, tracefile
 from testbed.workload.dlio_checkpoint import CheckpointJob
 
@@ -499,6 +500,44 @@ def apply_overrides(raw: RawPlan, overrides: dict[str, str],
         raw.sweep.pop(key, None)
 
 
+def _link_params(cfg: dict[str, Any], topo: str, overrides: dict[str, str] | None,
+                 where: Where) -> dict[str, Any]:
+    """The topology's link parameters (LINK_PARAMS: which fibre links it has) as the
+    file's [fixed] or -p gives them: the links its fibre knobs may name."""
+    out: dict[str, Any] = {}
+    fixed = cfg.get("fixed", {})
+    for param, knob in knob_params(topo).items():
+        if param not in LINK_PARAMS:
+            continue
+        if knob in (overrides or {}):
+            out[param] = _checked(dims.BY_NAME[knob], (overrides or {})[knob],
+                                  Where(Path("-p")), knob, text=True)
+        elif isinstance(fixed, dict) and knob in fixed:
+            out[param] = _checked(dims.BY_NAME[knob], fixed[knob], where.at("fixed"), knob)
+    return out
+
+
+def _topology_knobs(raw: RawPlan, where: Where) -> None:
+    """A topology knob the topology does not take would change nothing: refused; a link
+    parameter (the cluster's fibres) is one value per experiment, never swept."""
+    takes = knob_params(raw.topology)
+    search = {raw.search.key: None} if raw.search is not None else {}
+    for table, layer in (("fixed", raw.fixed), ("sweep", raw.sweep), ("search", search)):
+        for key in layer:
+            name = key.dim.name
+            if key.dim.target != "topology" or name not in PARAM_KNOBS.values():
+                continue
+            if name not in takes.values():
+                own = [k for k in takes.values() if dims.BY_NAME[k].target == "topology"]
+                raise where.at(table).plain(
+                    f"{name}: topology {raw.topology} has no such parameter; its topology "
+                    f"knobs: {', '.join(own) or 'none'}")
+            if table != "fixed" and name in (PARAM_KNOBS[p] for p in LINK_PARAMS):
+                raise where.at(table).plain(
+                    f"{name}: decides which fibre links {raw.topology} has: one value per "
+                    "experiment ([fixed] or -p), not swept or searched")
+
+
 def parse(path: str | Path, overrides: dict[str, str] | None = None,
           dlio_at: Path | None = None, trace_at: Path | None = None) -> RawPlan:
     """Read and check an experiment file (and -p overrides); SpecError on any problem.
@@ -508,7 +547,8 @@ def parse(path: str | Path, overrides: dict[str, str] | None = None,
     cfg = read_toml(p)
     where = Where(p)
     name, topo, reps, bar, desc = _top_level(cfg, where)
-    links = tuple(topo_fibres(build_topology(topo, {})))
+    links = tuple(topo_fibres(build_topology(topo, _link_params(cfg, topo, overrides,
+                                                                where))))
     raw = RawPlan(p, name, topo, links, reps, bar, desc)
     _profiles(cfg, raw, where, "mounts")
     _profiles(cfg, raw, where, "hosts")
@@ -521,6 +561,7 @@ def parse(path: str | Path, overrides: dict[str, str] | None = None,
     _search(cfg, raw, where)
     _capture(cfg, raw, where)
     apply_overrides(raw, overrides or {}, dlio_at)
+    _topology_knobs(raw, where)
     _one_workload(raw, where)
     raw.overrides = dict(overrides or {})
     if not any(t in cfg for t in TABLES):  # checked last: any other error first

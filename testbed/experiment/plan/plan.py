@@ -38,9 +38,10 @@ from testbed.model import sim
 from testbed.model.sim import Reading
 from testbed.schema import HOST_PROFILES
 from testbed.spec import EventSpec, FibreSpec, HostSpec, MountSpec, NfsServerSpec
-from testbed.topology import SiteTopo
+from testbed.topology import LINK_PARAMS, PARAM_KNOBS, SiteTopo, knob_params, params_of
 from testbed.topology import build as build_topology
 from testbed.topology import fibres as topo_fibres
+from testbed.topology import worker_hosts
 from testbed.workload import DatasetSpec, WorkloadSpec
 from testbed.workload.presets import NONE, knob_values
 
@@ -111,8 +112,14 @@ class Point:
 
     @property
     def workers(self) -> int:
-        """GPU workers per site."""
+        """GPU workers per site (a cluster: every server's)."""
         return int(self.value("workers"))
+
+    @property
+    def topo_params(self) -> dict[str, Any]:
+        """The build() parameters of its topology that its knobs set (workers; a
+        cluster's servers, fibres and GPUs per server)."""
+        return params_of(self.topology, self.value)
 
     @property
     def tcp_buffer_bytes(self) -> int | None:
@@ -290,33 +297,46 @@ class Resolver:
         """The topology's default fibres and every knob's default, from the parsed file."""
         self.raw = raw
         self.au_bar = raw.au_bar or _preset_bar(raw)
-        self._topos: dict[int | None, SiteTopo] = {}
+        self._topos: dict[tuple[tuple[str, Any], ...], SiteTopo] = {}
         # time_scale "auto": once resolved (resolve.rescale), k for a point
         self.auto_scale: Callable[[Point], float] | None = None
-        base_topo = self.topo(None)
+        base_topo = self.topo()
         self.default_fibres = {n: spec for n, (_, _, spec) in topo_fibres(base_topo).items()}
         self.defaults = self._defaults(base_topo)
 
-    def topo(self, workers: int | None) -> SiteTopo:
-        """The topology built for `workers` (None: its default): validates the address
-        space and interface names."""
-        if workers not in self._topos:
-            params = {} if workers is None else {"workers": workers}
+    def topo(self, point: Point | None = None) -> SiteTopo:
+        """The topology built for a point (None: the plan's own, its defaults with the
+        link parameters the file fixes, whose fibres every point has)."""
+        if point is not None:
+            return self._topo(point.topo_params)
+        return self._topo({p: self.raw.fixed[Key(dims.BY_NAME[k])]
+                           for p, k in knob_params(self.raw.topology).items()
+                           if p in LINK_PARAMS and Key(dims.BY_NAME[k]) in self.raw.fixed})
+
+    def _topo(self, params: dict[str, Any]) -> SiteTopo:
+        """The topology built with `params` (once): validates the address space and
+        interface names."""
+        key = tuple(sorted(params.items()))
+        if key not in self._topos:
             try:
-                self._topos[workers] = build_topology(self.raw.topology, params)
+                self._topos[key] = build_topology(self.raw.topology, params)
             except SpecError as exc:
-                raise SpecError(f"{self.raw.path}: workers = {workers}: {exc}") from None
-        return self._topos[workers]
+                given = ", ".join(f"{p} = {v}" for p, v in key) or "its defaults"
+                raise SpecError(f"{self.raw.path}: {given}: {exc}") from None
+        return self._topos[key]
 
     def _defaults(self, topo: SiteTopo) -> dict[Key, Any]:
-        """Every knob's default: the schema's, the topology's fibres and its workers."""
+        """Every knob's default: the schema's, the topology's fibres and the parameters
+        its topology knobs set (workers, servers, fibres)."""
         out: dict[Key, Any] = {}
+        param_of = {k: p for p, k in PARAM_KNOBS.items()}
         for d in dims.DIMENSIONS:
             if d.per_link:
                 for link, spec in self.default_fibres.items():
                     out[Key(d, link)] = getattr(spec, d.spec_field)
-            elif d.name == "workers":
-                out[Key(d)] = topo.params.get("workers", 1)  # type: ignore[attr-defined]
+            elif d.target == "topology" and d.name in param_of:
+                out[Key(d)] = topo.params.get(  # type: ignore[attr-defined]
+                    param_of[d.name], 1 if d.default is None else d.default)
             else:
                 out[Key(d)] = d.default
         return out
@@ -405,7 +425,10 @@ class Resolver:
         event = EventSpec(**by("event"), time_scale=scale)
         loader = _event_window(by("loader") | by("window"), event)
         dp = values[Key(dims.BY_NAME["data_path"])]
-        self.topo(int(values[Key(dims.BY_NAME["workers"])]))
+        params = params_of(self.raw.topology, lambda k: values[Key(dims.BY_NAME[k])])
+        topo = self._topo(params)
+        if "workers" not in params:  # a cluster counts its workers: servers x GPUs
+            values[Key(dims.BY_NAME["workers"])] = len(worker_hosts(topo))
         return Point(
             ident=ident, settings=tuple(values.items()), topology=self.raw.topology,
             fibres=fibres, mount=MountSpec(**by("mount"), fsc=DATA_PATHS[dp].fsc),

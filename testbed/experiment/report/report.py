@@ -308,7 +308,7 @@ def _curve(plan: Plan, x: Key, g: pd.DataFrame, df: pd.DataFrame) -> Any:
     point, fixed = _series_point(plan, g)
     if point is None or x.dim.kind not in ("float", "int", "rate") or not x.dim.live:
         return None
-    topo = plan.resolver.topo(point.workers)
+    topo = plan.resolver.topo(point)
     site = str(g["site"].iloc[0])
     worker = next((w for w in worker_hosts(topo) if site_of(topo, w) == site),
                   worker_hosts(topo)[0])

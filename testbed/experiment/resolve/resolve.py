@@ -64,7 +64,7 @@ def need_MB_s(plan: Plan, point: Point) -> float:
     worker (demand or a bound), summed over the workers of the site; for checkpoints the
     write path's streaming rate per rank, for a trace its fair share of the line. Workers
     on the same spans are alike: one is asked for their group."""
-    topo = plan.resolver.topo(point.workers)
+    topo = plan.resolver.topo(point)
     paths = topology.fibre_paths(topo)
     alike: dict[tuple[str, ...], list[str]] = {}  # workers on the same spans read alike
     for w in topology.worker_hosts(topo):

@@ -111,7 +111,7 @@ def point_seconds(point: Point, topo: SiteTopo) -> float:
 def run_seconds(plan: Plan, point: Point) -> float:
     """Estimated wall time of one repetition of a point of `plan`, by its kind: a
     checkpoint's (checkpoint_seconds) or a loader's (point_seconds)."""
-    topo = plan.resolver.topo(point.workers)
+    topo = plan.resolver.topo(point)
     job = plan.resolver.raw.checkpoint
     return point_seconds(point, topo) if job is None else \
         checkpoint_seconds(job, point, topo)
