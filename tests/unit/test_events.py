@@ -298,8 +298,24 @@ def test_the_event_timeline_figure(tmp_path):
                                "bytes", "samples", "measured"])
     row = pd.Series({"point": "p|rep=0", "worker": "w1", "time_scale_k": 2.0,
                      "event_applied_s": 3.5, "event_duration_s": 1.5})
-    line = event_plot._timeline(row, df)
+    line = event_plot._timeline(row, df, "p")
     assert line is not None and line.t_s[0] >= -event_plot.BEFORE_S
     assert min(line.au_pct) == pytest.approx(20.0) and line.label == "p"
     png = plots.timelines([line], tmp_path / "t.png", title="t", au_bar=90)
     assert png.exists() and png.stat().st_size > 0
+
+
+def test_a_crowded_event_figure_draws_the_costliest_of_each_event():
+    """Past MAX_LINES points, one line per event kind and duration (its costliest
+    point), labelled by what differs between the lines drawn."""
+    import pandas as pd
+    from testbed.experiment.report import event_plot
+    rows = [{"point": f"data_path={d}|prefetch={p}|event=down|event_duration_s={t}|km=3000|rep=0",
+             "event": "down", "event_duration_s": t,
+             "event_extra_s": {"direct": 2.0, "cache": 0.0}[d] + p / 10}
+            for d in ("direct", "cache") for p in (2, 8) for t in (0.05, 1, 10)]
+    chosen, note = event_plot._chosen(pd.DataFrame(rows))
+    assert len(chosen) == 3 and set(chosen["event_extra_s"]) == {2.8} and note
+    labels = event_plot._labels(chosen["point"])
+    assert sorted(labels.values()) == ["event_duration_s=0.05", "event_duration_s=1",
+                                       "event_duration_s=10"]

@@ -81,6 +81,10 @@ def test_by_event_grid_rows_settings_columns_events(tmp_path: Path):
         "| cache | 1.50 (1.25, queue_drained) | 1.50 (1.25, queue_drained) | failed |"]
     assert docs.run_marker("testbed report ev --markdown --by-event", tmp_path) == \
         "\n".join(lines) + "\n"
+    rows[1].update(emulator_limited=True, emulator_reason="queue")
+    pd.DataFrame(rows).to_csv(d / "summary.csv", index=False)
+    assert "| direct | 1.50 (1.25, queue_drained) [emulator: queue] |" in \
+        markdown.render(d, by_event=True)
     with pytest.raises(SpecError, match="no fibre events"):
         markdown.event_table(markdown.Folder(d, pd.DataFrame(SUMMARY),
                                              ["distance_km", "mount"]))

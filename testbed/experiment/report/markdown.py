@@ -151,7 +151,9 @@ def _lost(r: pd.Series) -> str:
     got = report._cell(r.get("event_extra_s", math.nan), 2)
     model = report._cell(r.get("event_model_extra_s", math.nan), 2)
     why = str(r.get("event_limited_by", "") or "")
-    return got + (f" ({model}, {why})" if model else "")
+    marked = str(r.get("emulator_limited", "")).lower() == "true"
+    emulator = f" [emulator: {r.get('emulator_reason', '')}]" if marked else ""
+    return got + (f" ({model}, {why})" if model else "") + emulator
 
 
 def event_table(folder: Folder) -> list[str]:
