@@ -40,8 +40,8 @@ docs/multi-cpu.md.
 
 Environment knobs: LAB_CLOCK (as --clock), LAB_MEM (guest RAM, default 1536M for UML, 4G for
 the VM), LAB_TIMEOUT (seconds, default 1800), LAB_CPUS (as --cpus; default 1 for UML, the
-host's CPUs, at most 4, for the VM), LAB_VM_ACCEL (auto|kvm|tcg, default auto), LAB_VM_KERNEL (a suite, as --kernel). This
-module only uses the Python standard library (and testbed.labkernel, which does too): it runs
+host's CPUs, at most 4, for the VM), LAB_VM_ACCEL (auto|kvm|tcg, default auto),
+LAB_VM_KERNEL (a suite, as --kernel). This module only uses the Python standard library (and testbed.labkernel, which does too): it runs
 before any venv exists, as `python3 -m lab.run` from the repository root (what the shell
 script lab/run does), where lab and testbed import without a venv or a sys.path edit.
 """
