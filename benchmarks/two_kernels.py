@@ -32,6 +32,7 @@ from typing import Iterator
 
 from pyroute2 import IPRoute
 
+from benchmarks import multi_cpu
 from testbed import launch
 from testbed.paths import LAB, REPO
 
@@ -124,13 +125,8 @@ class Kernel(threading.Thread):
 
 
 def one_kernel() -> float:
-    """The calibration read inside one kernel (MB/s)."""
-    proc = subprocess.run([str(LAB / "run"), sys.executable, "-m", "benchmarks.multi_cpu",
-                           "--calibrate-here"], cwd=REPO, capture_output=True, text=True)
-    for line in proc.stdout.splitlines():
-        if line.startswith("CALIBRATION "):
-            return float(json.loads(line.split(" ", 1)[1])["rate_MB_s"])
-    sys.exit(f"two_kernels: the one-kernel read failed: {proc.stdout[-300:]}")
+    """The calibration read inside one kernel (MB/s): multi_cpu's, at one CPU."""
+    return float(multi_cpu.calibration(1)["rate_MB_s"])
 
 
 def two_kernels(seconds: float, nconnect: int) -> tuple[float, float, float]:
