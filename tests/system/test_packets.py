@@ -81,6 +81,7 @@ def test_capture_stops_at_each_bound(site, tmp_path):
     assert not (tmp_path / "b.pcap").exists()
 
 
+@pytest.mark.runner  # the runner's [capture] option; the capture itself is checked above on every kernel
 def test_experiment_capture_option(real_kernel, tmp_path):
     f = tmp_path / "cap.toml"
     f.write_text("""
