@@ -47,8 +47,8 @@ LACKS = {  # what a point's residual is, by where it sits (see docs/own-job.md)
     "emulator": "the lab kernel's CPU (the row is marked emulator-limited)",
 }
 READ_LACKS = {  # what a read-back point's residual is (see docs/own-job.md)
-    "client": "co-located: the client's CPU (8 ranks reading and comparing every byte on "
-              "the lab's one CPU), which the model leaves out",
+    "client": "co-located: the client's side, which the model leaves out (8 ranks reading "
+              "and comparing every byte on the lab's one CPU; a host profile's read terms)",
     "restart": "every READ restarting from the initial window, as if each connection's "
                "RTO were below its idle between READs ({x:.2f} x the model with RTO = RTT; "
                "the lab sets RTT + 200 ms: nfsd's sockets' RTO not read back)",
@@ -63,7 +63,8 @@ def _rows(folder: Path) -> list[tuple[Any, Any, dict[str, Any]]]:
     meta = json.loads((folder / "meta.json").read_text())
     results = pd.read_csv(folder / "results.csv")
     results["point_id"] = results["point"].str.replace(r"\|rep=\d+$", "", regex=True)
-    plan = plan_mod.load(REPO / meta["file"], {"host": "ideal"})  # no host limits then
+    hosts = {p.get("host", "ideal") for p in meta["points"].values()}  # none: before
+    plan = plan_mod.load(REPO / meta["file"], {"host": hosts.pop()})  # host profiles
     job = plan.resolver.raw.checkpoint
     assert job is not None
     out = []
