@@ -24,7 +24,10 @@ full_lost_pct), the model being checked against the measurement at the lab's siz
 same row (write_s against write_model_s). The interval between checkpoints is the
 point's checkpoint_interval_s where set, else the config's time_between_checkpoints
 (kinds.interval_s); the report adds the training time lost at a realistic interval
-(dlio_checkpoint.REALISTIC_INTERVAL_S) from the full size's model.
+(dlio_checkpoint.REALISTIC_INTERVAL_S) from the full size's model. The read-back has its
+model beside the write's (read_model_s, read_limited_by: model.read_back, a rank's files
+read cold through the mount's read-ahead over its connections, after a warm-up read as
+measured).
 """
 
 from __future__ import annotations
