@@ -105,6 +105,22 @@ def _read_lack(rx: float, km: float, short_x: float, idle_restart: bool) -> str:
     return "?"
 
 
+def _read_row(point: Any, inputs: tuple[Any, list[int], float, int],
+              row: dict[str, Any]) -> tuple[str, float]:
+    """A point's line of the read-back table and its read over the model."""
+    wp, files, idle, n_reads = inputs
+    km = float(point.value("distance_km"))
+    read = measure_checkpoint.read_model(wp, point, files, idle, n_reads)
+    short = model.read_back_bound(wp, files, idle, rsize=point.mount.rsize,
+                                  checkpoints=max(1, n_reads - 1), rto=wp.rtt_s)
+    rx, sx = row["read_s"] / read.seconds, row["read_s"] / short.seconds
+    rtts = f"{row['read_s'] / wp.rtt_s:.1f}" if wp.rtt_s > 0 else "-"
+    return (f"| {_label(point)} | {km:g} | {row['read_s']:.3f} ± {row['read_ci_s']:.3f} | "
+            f"{rtts} | {read.seconds:.3f} | {rx:.2f} | {read.limited_by} | "
+            f"{read.terms['slow start']:.3f} | {short.seconds:.3f} | {sx:.2f} | "
+            f"{_read_lack(rx, km, sx, wp.slow_start_after_idle)} |"), rx
+
+
 def main() -> int:
     """Print the tables (the folders' points against the models now) and the closing line."""
     folders = [Path(a) for a in sys.argv[1:]] or \
@@ -130,17 +146,10 @@ def main() -> int:
         print(f"| {_label(point)} | {km:g} | {row['write_s']:.3f} | "
               f"{bound.seconds:.3f} | {wx:.2f} | {row['fsync_s']:.3f} | {wire:.3f} | "
               f"{fx:.2f} | {bound.terms['slow start']:.3f} | {lack} |")
-        read = measure_checkpoint.read_model(wp, point, files, idle, n_reads)
-        short = model.read_back_bound(wp, files, idle, rsize=point.mount.rsize,
-                                      checkpoints=max(1, n_reads - 1), rto=wp.rtt_s)
-        rx, sx = row["read_s"] / read.seconds, row["read_s"] / short.seconds
+        line, rx = _read_row(point, (wp, files, idle, n_reads), row)
         read_within += abs(rx - 1) <= TOLERANCE
         read_x.append(rx)
-        rtts = f"{row['read_s'] / wp.rtt_s:.1f}" if wp.rtt_s > 0 else "-"
-        reads.append(f"| {_label(point)} | {km:g} | {row['read_s']:.3f} ± {row['read_ci_s']:.3f} | "
-                     f"{rtts} | {read.seconds:.3f} | {rx:.2f} | {read.limited_by} | "
-                     f"{read.terms['slow start']:.3f} | {short.seconds:.3f} | {sx:.2f} | "
-                     f"{_read_lack(rx, km, sx, wp.slow_start_after_idle)} |")
+        reads.append(line)
     print("\n| mount | km | read s | = RTTs | model s | read x model | limited by | "
           "slow start s | model, RTO = RTT s | read x it | what the model lacks |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -160,6 +160,22 @@ def _read(path: WritePath, files: Sequence[int], conns: Connections, rate: float
     return t
 
 
+def _timed(path: WritePath, files: Sequence[int], conns: Connections, rate: float,
+           idle_s: float, checkpoints: int, read: dict[str, object]) -> float:
+    """Mean seconds of `checkpoints` reads idle_s apart after one warm-up read (with
+    idle_s = inf each from fresh connections); read: _read's rsize, ra_bytes, vers."""
+    t = _read(path, files, conns, rate, 0.0, **read)  # type: ignore[arg-type]
+    total, conns.restarts = 0.0, 0
+    for _ in range(checkpoints):
+        start = t + idle_s
+        if not math.isfinite(start):  # every read from fresh connections
+            conns.fresh(path.connections)
+            start = 0.0
+        t = _read(path, files, conns, rate, start, **read)  # type: ignore[arg-type]
+        total += t - start
+    return total / checkpoints
+
+
 def read_back_bound(path: WritePath, file_bytes: Sequence[int], idle_s: float = math.inf,
                     *, rsize: int = 1 << 20, ra_bytes: int = kernel.READ_AHEAD_KB << 10,
                     vers: str = "4.2", checkpoints: int = 1,
@@ -180,26 +196,14 @@ def read_back_bound(path: WritePath, file_bytes: Sequence[int], idle_s: float = 
     terms = {k: nbytes / r for k, r in rates.items()}
     binding = max(RATE_LABELS, key=lambda k: (terms[k], -RATE_LABELS.index(k)))
     rate = min(r for k, r in rates.items() if k != "window")  # the window: per connection
-    cap = path.buffer_bytes * path.window_share
-    rto = rto_s(path) if rto is None else rto
-
-    def timed(conns: Connections) -> float:
-        t = _read(path, file_bytes, conns, rate, 0.0, rsize, ra_bytes, vers)
-        total, conns.restarts = 0.0, 0
-        for _ in range(checkpoints):
-            start = t + idle_s
-            if not math.isfinite(start):  # every read from fresh connections
-                conns.fresh(path.connections)
-                start = 0.0
-            t = _read(path, file_bytes, conns, rate, start, rsize, ra_bytes, vers)
-            total += t - start
-        return total / checkpoints
-
+    cap, rto = path.buffer_bytes * path.window_share, rto_s(path) if rto is None else rto
+    read: dict[str, object] = {"rsize": rsize, "ra_bytes": ra_bytes, "vers": vers}
     cold = Connections(path, restart=path.slow_start_after_idle, rto=rto, cap_bytes=cap,
                        rate_Bps=rate)
-    seconds = timed(cold)
-    kept = timed(Connections(path, restart=False, rto=rto, cap_bytes=cap, rate_Bps=rate,
-                             cwnd_bytes=cap))
+    seconds = _timed(path, file_bytes, cold, rate, idle_s, checkpoints, read)
+    kept = _timed(path, file_bytes, Connections(path, restart=False, rto=rto, cap_bytes=cap,
+                                                rate_Bps=rate, cwnd_bytes=cap),
+                  rate, idle_s, checkpoints, read)
     terms["round trips"] = max(0.0, kept - terms[binding])
     terms["slow start"] = max(0.0, seconds - kept)
     label = max((binding, "slow start", "round trips"), key=lambda k: terms[k])

@@ -76,9 +76,13 @@ class Link(Protocol):
     requested at once in READs of `chunk` pages (replies). _Link is one FIFO at the
     path's rate; read_back.Connections adds nconnect connections' congestion windows."""
 
-    def reply(self, sent: float, nbytes: int) -> float: ...
+    def reply(self, sent: float, nbytes: int) -> float:
+        """When the last byte of the reply to a request sent at `sent` arrives."""
+        ...
 
-    def replies(self, sent: float, pages: int, chunk: int) -> list[float]: ...
+    def replies(self, sent: float, pages: int, chunk: int) -> list[float]:
+        """Each page's arrival, of `pages` requested at once in READs of `chunk` pages."""
+        ...
 
 
 @dataclass
