@@ -25,6 +25,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from testbed.model.readahead import ReadAhead
 
@@ -67,6 +68,21 @@ class _Link:
             return arrivals
         pages_of = [chunk] * full + [rest]
         return list(itertools.chain.from_iterable(map(itertools.repeat, arrivals, pages_of)))
+
+
+class Link(Protocol):
+    """The reply direction as the readers see it: when the last byte of a reply of
+    nbytes to a request sent at `sent` arrives (reply), and each page's of `pages`
+    requested at once in READs of `chunk` pages (replies). _Link is one FIFO at the
+    path's rate; read_back.Connections adds nconnect connections' congestion windows."""
+
+    def reply(self, sent: float, nbytes: int) -> float:
+        """When the last byte of the reply to a request sent at `sent` arrives."""
+        ...
+
+    def replies(self, sent: float, pages: int, chunk: int) -> list[float]:
+        """Each page's arrival, of `pages` requested at once in READs of `chunk` pages."""
+        ...
 
 
 @dataclass
@@ -123,9 +139,9 @@ class Setting:
 class Simulation:
     """Readers sharing one link (see the module docstring)."""
 
-    def __init__(self, s: Setting, fast: bool = True) -> None:
+    def __init__(self, s: Setting, fast: bool = True, link: Link | None = None) -> None:
         self.s, self.r, self.fast = s, s.reading, fast
-        self.link = _Link(s.rtt_s / 2, s.rate_Bps)
+        self.link: Link = link if link is not None else _Link(s.rtt_s / 2, s.rate_Bps)
         pages = max(1, math.ceil(self.r.sample_bytes / PAGE))
         self.readers = [_Reader(pages, max(1, self.r.read_bytes // PAGE), self._ra())
                         for _ in range(self.r.readers)]
@@ -219,6 +235,15 @@ class Simulation:
         stop = self._stop(r)
         return bisect.bisect_right(r.ready, r.t, r.pos + 1, stop) if stop > r.pos + 1 \
             else stop
+
+    def read_one(self, start_s: float) -> float:
+        """The first reader opens its file at start_s and reads it through alone; the
+        time its last page arrived (read_back.py times a rank's files this way)."""
+        r = self.readers[0]
+        r.t += start_s
+        while not r.done:
+            self._advance(r)
+        return r.done[0]
 
     def run(self, files: int = FILES, warm: int = WARM) -> float:
         """Simulate until every reader has read `files` samples; the read rate (bytes/s)

@@ -24,7 +24,10 @@ full_lost_pct), the model being checked against the measurement at the lab's siz
 same row (write_s against write_model_s). The interval between checkpoints is the
 point's checkpoint_interval_s where set, else the config's time_between_checkpoints
 (kinds.interval_s); the report adds the training time lost at a realistic interval
-(dlio_checkpoint.REALISTIC_INTERVAL_S) from the full size's model.
+(dlio_checkpoint.REALISTIC_INTERVAL_S) from the full size's model. The read-back has its
+model beside the write's (read_model_s, read_limited_by: model.read_back, a rank's files
+read cold through the mount's read-ahead over its connections, after a warm-up read as
+measured).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from testbed import model
 from testbed.errors import PointFailed
 from testbed.experiment.plan import kinds
 from testbed.experiment.resolve import explain as explain_mod
-from testbed.experiment.plan.plan import Plan, Point
+from testbed.experiment.plan.plan import Plan, Point, planned_ra_kb
 from testbed.services.nfs import NfsMount, NfsServer
 from testbed.stats import mean_ci
 from testbed.workload import checkpoint as ck
@@ -135,18 +138,31 @@ def figures(job: CheckpointJob, plan: ck.CheckpointPlan, result: ck.CheckpointRu
     }
 
 
+def read_model(wp: model.WritePath, point: Point, files: list[int], idle_s: float,
+               reads: int) -> model.ReadBound:
+    """The read-back model (model.read_back) for one rank reading `files` back `reads`
+    times idle_s apart, as the measurement does: the mean of all but the first (its
+    warm-up), through the point's mount (rsize, read-ahead, version)."""
+    return model.read_back_bound(wp, files, idle_s, rsize=point.mount.rsize,
+                                 ra_bytes=planned_ra_kb(point) << 10, vers=point.mount.vers,
+                                 checkpoints=max(1, reads - 1))
+
+
 def model_columns(rig: Any, point: Point, worker: str, files: list[int],
-                  full_files: list[int], rmem_max: int, interval_s: float) -> dict[str, Any]:
+                  full_files: list[int], rmem_max: int, interval_s: float,
+                  reads: int = 1) -> dict[str, Any]:
     """The write path's model for one rank: the bound on its write + fsync at the run's
     size (what the measurement checks: the connections idle for the scaled interval
     between its checkpoints) and at the job's full size (idle for the interval itself),
-    with what binds each, and the full-size job's training time lost at its own interval
-    (model.write)."""
+    with what binds each, the full-size job's training time lost at its own interval
+    (model.write), and the read-back model at the run's size (read_model)."""
     wp = explain_mod.write_path(rig.topo, point, worker, rmem_max)
     scale = float(point.value("workload_scale"))
     bound = model.write_bound(wp, files, idle_s=interval_s * scale)
     full = model.write_bound(wp, full_files, idle_s=interval_s)
+    read = read_model(wp, point, files, interval_s * scale, reads)
     return {"write_model_s": bound.seconds, "write_full_model_s": full.seconds,
+            "read_model_s": read.seconds, "read_limited_by": read.limited_by,
             "limited_by": bound.limited_by, "full_limited_by": full.limited_by,
             "full_lost_pct": ck.training_time_lost_pct(full.seconds, interval_s),
             "model_MB_s": sum(files) / 1e6 / bound.seconds if bound.seconds > 0 else math.nan}
@@ -169,7 +185,7 @@ def measure(plan: Plan, rig: Any, point: Point, rep: int, mounts: list[NfsMount]
         full = [f.nbytes for f in job.rank_files(rank, ranks, 1.0)]
         row.update(model_columns(rig, point, row["worker"],
                                  [f.nbytes for f in ck_plan.layouts[rank]], full, rmem,
-                                 kinds.interval_s(point, job)))
+                                 kinds.interval_s(point, job), ck_plan.num_read))
         row["tcp_rmem_max"] = rmem
         row.update(host)
         row.update(explain_mod.write_marks(row, busy, pressures))

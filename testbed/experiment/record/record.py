@@ -44,7 +44,7 @@ CONTEXT = ("cpu_busy_pct", "host_cpu_pct", "host_wait_pct", "host_steal_pct",
 CHECKPOINT = ("write_s", "write_ci_s", "read_s", "read_ci_s", "fsync_s", "warmup_write_s",
               "write_MB_s", "read_MB_s", "rank_MB", "checkpoint_MB", "checkpoints_verified",
               "interval_s", "training_time_lost_pct", "write_model_s", "write_full_model_s",
-              "full_limited_by", "full_lost_pct")
+              "full_limited_by", "full_lost_pct", "read_model_s", "read_limited_by")
 # A captured point's in-flight figures on its first worker (measure.capture), last.
 CAPTURE = ("reads_in_flight_mean", "read_bytes_in_flight_mean", "bdp_bytes",
            "in_flight_of_bdp", "read_size_median", "read_latency_median_ms",

@@ -84,7 +84,7 @@ CI_OF = {"au_pct": "au_ci_pct", "slowdown_pct": "slowdown_ci_pct", "throughput_M
 CONTEXT = ("rtt_ms", "path_km", "model_MB_s", "model_au_pct", "bound_compute_MB_s",
            "bound_fibre_MB_s", "bound_window_MB_s", "bound_slots_MB_s", "bound_loss_MB_s",
            "bound_latency_MB_s", "bound_host_MB_s",
-           "cpu_busy_pct", "compute_overshoot_pct", "prep_s", "write_model_s",
+           "cpu_busy_pct", "compute_overshoot_pct", "prep_s", "write_model_s", "read_model_s",
            "write_full_model_s", "fsync_s", "write_MB_s", "read_MB_s", "rank_MB",
            "checkpoint_MB", "interval_s", "checkpoints_verified", "time_scale_k",
            "full_lost_pct", "event_extra_s", "event_recover_s", "event_au_min_pct",
