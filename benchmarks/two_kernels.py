@@ -85,18 +85,20 @@ umount /mnt/nfs
 
 
 @contextlib.contextmanager
-def veth_pair() -> Iterator[tuple[str, str]]:
+def veth_pair(offloads: bool = False) -> Iterator[tuple[str, str]]:
     """A host veth pair named with this run's prefix, up, with its offloads off (so that a
     raw socket hands the guest whole, checksummed frames; with them on the join carried
-    the same 18 MB/s, so they are not what stalls it); deleted on exit."""
+    the same 18 MB/s, so they are not what stalls it) unless `offloads`; deleted on exit."""
     a, b = f"{PREFIX}-a"[:15], f"{PREFIX}-b"[:15]
     with IPRoute() as ipr:
         ipr.link("add", ifname=a, kind="veth", peer=b)
         try:
             for name in (a, b):
                 ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
-                launch.run(["ethtool", "-K", name, "tx", "off", "rx", "off", "tso", "off",
-                            "gso", "off", "gro", "off"], timeout=10, what="ethtool")
+                if not offloads:
+                    launch.run(["ethtool", "-K", name, "tx", "off", "rx", "off", "tso",
+                                "off", "gso", "off", "gro", "off"], timeout=10,
+                               what="ethtool")
             yield a, b
         finally:
             with contextlib.suppress(Exception):
