@@ -55,6 +55,7 @@ print("{mark}" + json.dumps({{"rtt_ms": float(sys.argv[1] or "nan"),
     "udp_Mbit_s": u.get("bits_per_second", 0) / 1e6,
     "udp_loss_pct": u.get("lost_percent")}}), flush=True)
 PYEOF
+echo "vec0 stats: $(ethtool -S vec0 2>/dev/null | tr -s ' \n' ' ')"
 {python} -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('{server}', 9999))"
 """
 
@@ -64,6 +65,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--options", default="", help="vector device KEY=VALUE,... (lab/run --link)")
     ap.add_argument("--offloads", choices=("on", "off"), default="off")
+    ap.add_argument("--join", choices=("veth", "tap"), default="veth",
+                    help="veth: a host veth pair, raw sockets; tap: two host taps on a "
+                         "host bridge (transport=tap)")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--mtu", type=int, default=1500)
     ap.add_argument("--udp-rate", default="2G")
@@ -75,8 +79,12 @@ def main() -> None:
                python=sys.executable)
     (run / "server.sh").write_text(SERVER.format(**fmt))
     (run / "client.sh").write_text(CLIENT.format(**fmt))
-    suffix = f",{args.options}" if args.options else ""
-    with two_kernels.veth_pair(offloads=args.offloads == "on") as (a, b):
+    options = ",".join(o for o in ("transport=tap" if args.join == "tap" else "",
+                                    args.options) if o)
+    suffix = f",{options}" if options else ""
+    join = (two_kernels.tap_bridge() if args.join == "tap" else
+            two_kernels.veth_pair(offloads=args.offloads == "on"))
+    with join as (a, b):
         server = two_kernels.Kernel(a + suffix, run / "server.sh")
         client = two_kernels.Kernel(b + suffix, run / "client.sh")
         server.start()
@@ -88,8 +96,11 @@ def main() -> None:
         sys.exit(f"join_probe: no result (server exit {server.rc}: {server.out[-400:]!r}; "
                  f"client exit {client.rc}: {client.out[-400:]!r})")
     res = json.loads(found.group(1))
-    print(f"server vec0: {server.out.strip().splitlines()[-1] if server.out.strip() else ''}")
-    print(f"JOIN options={args.options or 'default'} offloads={args.offloads} "
+    for line in (server.out + client.out).splitlines():
+        if line.startswith(("vec0 stats:", "tcp-segmentation", "rx-checksumming")):
+            print(line.strip())
+    print(f"JOIN join={args.join} options={args.options or 'default'} "
+          f"offloads={args.offloads} "
           f"rtt_ms={res['rtt_ms']:.3f} tcp_Mbit_s={res['tcp_Mbit_s']:.0f} "
           f"tcp_retransmits={res['tcp_retransmits']} udp_Mbit_s={res['udp_Mbit_s']:.0f} "
           f"udp_loss_pct={res['udp_loss_pct']}")

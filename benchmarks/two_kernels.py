@@ -105,6 +105,26 @@ def veth_pair(offloads: bool = False) -> Iterator[tuple[str, str]]:
                 ipr.link("del", index=ipr.link_lookup(ifname=a)[0])
 
 
+@contextlib.contextmanager
+def tap_bridge() -> Iterator[tuple[str, str]]:
+    """Two persistent host tap devices on a host bridge, all named with this run's
+    prefix and up (for `lab/run --link TAP,transport=tap`); deleted on exit."""
+    br, a, b = (f"{PREFIX}-{s}"[:15] for s in ("br", "a", "b"))
+    with IPRoute() as ipr, contextlib.ExitStack() as undo:
+        ipr.link("add", ifname=br, kind="bridge")
+        undo.callback(lambda: ipr.link("del", index=ipr.link_lookup(ifname=br)[0]))
+        for name in (a, b):
+            launch.run(["ip", "tuntap", "add", "dev", name, "mode", "tap", "vnet_hdr"],
+                       timeout=10, what="ip tuntap")
+            undo.callback(lambda n=name: launch.run(["ip", "tuntap", "del", "dev", n,
+                                                     "mode", "tap"], timeout=10,
+                                                    what="ip tuntap"))
+            ipr.link("set", index=ipr.link_lookup(ifname=name)[0],
+                     master=ipr.link_lookup(ifname=br)[0], state="up")
+        ipr.link("set", index=ipr.link_lookup(ifname=br)[0], state="up")
+        yield a, b
+
+
 class Kernel(threading.Thread):
     """`lab/run --link HOSTIF sh SCRIPT` in a thread: its output, and the host CPU
     seconds it and its kernel used (rusage of the waited-for child tree)."""
