@@ -60,8 +60,8 @@ echo "vec0 stats: $(ethtool -S vec0 2>/dev/null | tr -s ' \n' ' ')"
 """
 
 
-def main() -> None:
-    """Two kernels, one probe run, the closing line."""
+def parse_args() -> argparse.Namespace:
+    """The probe's options."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--options", default="", help="vector device KEY=VALUE,... (lab/run --link)")
     ap.add_argument("--offloads", choices=("on", "off"), default="off")
@@ -71,7 +71,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--mtu", type=int, default=1500)
     ap.add_argument("--udp-rate", default="2G")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    """Two kernels, one probe run, the closing line."""
+    args = parse_args()
     run = REPO / "results" / two_kernels.PREFIX
     run.mkdir(parents=True, exist_ok=True)
     fmt = dict(server=two_kernels.SERVER_IP, client=two_kernels.CLIENT_IP, mtu=args.mtu,

@@ -237,6 +237,22 @@ def dask_workers(scheduler: str | None) -> Iterator[tuple[Any, list[str | None]]
         yield client, workers[:2]
 
 
+def _marked(server: Kernel, client: Kernel) -> dict[str, Any]:
+    """The marked lines of both kernels' output (the read, the server's SHA-256, its busy
+    share); exits with both outputs' tails when one is missing."""
+    found: dict[str, Any] = {}
+    for out in (server.out, client.out):
+        for line in out.splitlines():
+            for mark in (MARK, SHA, BUSY):
+                if line.startswith(mark):
+                    text = line[len(mark):].strip()
+                    found[mark] = text if mark == SHA else json.loads(text)
+    if len(found) < 3:
+        sys.exit(f"two_kernels: the read across kernels failed (server exit {server.rc}: "
+                 f"{server.out[-300:]!r}; client exit {client.rc}: {client.out[-300:]!r})")
+    return found
+
+
 def two_kernels(seconds: float, nconnect: int, link_options: str = "",
                 scheduler: str | None = None) -> dict[str, Any]:
     """The read across two kernels: MB/s, each kernel's host CPU-s/s over the whole run
@@ -260,16 +276,7 @@ def two_kernels(seconds: float, nconnect: int, link_options: str = "",
         client.join()
         server.join()
         wall = time.monotonic() - start
-    found: dict[str, Any] = {}
-    for out in (server.out, client.out):
-        for line in out.splitlines():
-            for mark in (MARK, SHA, BUSY):
-                if line.startswith(mark):
-                    text = line[len(mark):].strip()
-                    found[mark] = text if mark == SHA else json.loads(text)
-    if len(found) < 3:
-        sys.exit(f"two_kernels: the read across kernels failed (server exit {server.rc}: "
-                 f"{server.out[-300:]!r}; client exit {client.rc}: {client.out[-300:]!r})")
+    found = _marked(server, client)
     read, busy_server = found[MARK], float(found[BUSY]["busy"])
     return {"MB_s": float(read["MB_s"]), "bytes": int(read["bytes"]),
             "crossed_bytes": int(read["rx_bytes"]),
