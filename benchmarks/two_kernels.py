@@ -128,18 +128,42 @@ umount /mnt/nfs
 
 
 @contextlib.contextmanager
-def veth_pair(offloads: bool = False) -> Iterator[tuple[str, str]]:
+def host_netns(rmem_bytes: int) -> Iterator[list[str]]:
+    """With rmem_bytes > 0: a host network namespace named with this run's prefix whose
+    default socket buffers (net.core.rmem_default and wmem_default, per namespace) are
+    that size, so the raw sockets the kernels open on the join get them, and the argv
+    prefix that runs a command in it; deleted on exit (with the join's devices in it).
+    With 0: no namespace and no prefix (the host's 208 KiB defaults)."""
+    if rmem_bytes <= 0:
+        yield []
+        return
+    ns = PREFIX
+    launch.run(["ip", "netns", "add", ns], timeout=10, what="ip netns")
+    try:
+        for key in ("rmem_default", "wmem_default"):
+            launch.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                        f"net.core.{key}={rmem_bytes}"], timeout=10, what="sysctl")
+        yield ["nsenter", f"--net=/run/netns/{ns}"]
+    finally:
+        launch.run(["ip", "netns", "del", ns], timeout=10, what="ip netns", check=False)
+
+
+@contextlib.contextmanager
+def veth_pair(offloads: bool = False, netns: list[str] | None = None
+              ) -> Iterator[tuple[str, str]]:
     """A host veth pair named with this run's prefix, up, with its offloads off (so that a
     raw socket hands the guest whole, checksummed frames; with them on the join carried
     the same 18 MB/s, so they are not what stalls it) unless `offloads`; deleted on exit."""
     a, b = f"{PREFIX}-a"[:15], f"{PREFIX}-b"[:15]
-    with IPRoute() as ipr:
+    ns = netns[-1].split("/")[-1] if netns else None
+    with (IPRoute(netns=ns) if ns else IPRoute()) as ipr:
         ipr.link("add", ifname=a, kind="veth", peer=b)
         try:
             for name in (a, b):
                 ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
                 if not offloads:
-                    launch.run(["ethtool", "-K", name, "tx", "off", "rx", "off", "tso",
+                    launch.run([*(netns or []), "ethtool", "-K", name, "tx", "off", "rx",
+                                "off", "tso",
                                 "off", "gso", "off", "gro", "off"], timeout=10,
                                what="ethtool")
             yield a, b
@@ -168,6 +192,11 @@ def tap_bridge() -> Iterator[tuple[str, str]]:
         yield a, b
 
 
+# How the two kernels are joined on this host: lab/run --link picks the vector transport
+# from the device (tap for a tap, raw for anything else).
+JOINS = {"tap": lambda: tap_bridge(), "veth": lambda: veth_pair()}
+
+
 def boot(argv: list[str], repo: str) -> dict[str, Any]:
     """Run one lab kernel (`lab/run ...`) here to its end: its output, exit code, the host
     CPU seconds it and its kernel used (rusage of the waited-for child tree) and where it
@@ -188,10 +217,11 @@ class Kernel(threading.Thread):
     seconds and where it ran."""
 
     def __init__(self, link: str, script: Path, dask: Any = None,
-                 worker: str | None = None) -> None:
-        """Not started yet: start() boots the kernel on `link` running `script`."""
+                 worker: str | None = None, netns: list[str] | None = None) -> None:
+        """Not started yet: start() boots the kernel on `link` running `script` (in the
+        host namespace `netns` enters, if given)."""
         super().__init__(daemon=True)
-        self.argv = [str(LAB / "run"), "--timeout", "300", "--link", link, "sh", str(script)]
+        self.argv = [*(netns or []), str(LAB / "run"), "--timeout", "300", "--link", link, "sh", str(script)]
         self.dask, self.worker = dask, worker
         self.out, self.cpu_s, self.rc, self.where = "", 0.0, -1, ""
 
@@ -226,11 +256,10 @@ def dask_workers(scheduler: str | None) -> Iterator[tuple[Any, list[str | None]]
     if scheduler is None:
         yield None, [None, None]
         return
-    import cloudpickle
     from distributed import Client
 
-    # The workers may import another checkout's `benchmarks` (or none): send ours.
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # The scheduler and workers import `benchmarks.two_kernels` (run them with this
+    # checkout on PYTHONPATH).
     with Client(scheduler, timeout="30s") as client:
         client.wait_for_workers(2, timeout=60)
         workers = sorted(client.scheduler_info()["workers"])
@@ -254,7 +283,7 @@ def _marked(server: Kernel, client: Kernel) -> dict[str, Any]:
 
 
 def two_kernels(seconds: float, nconnect: int, link_options: str = "",
-                scheduler: str | None = None) -> dict[str, Any]:
+                scheduler: str | None = None, join: str = "tap") -> dict[str, Any]:
     """The read across two kernels: MB/s, each kernel's host CPU-s/s over the whole run
     and busy share during the read, the bytes that crossed the join, whether the file
     read back matched the server's, what limited it, and where each kernel ran."""
@@ -267,7 +296,7 @@ def two_kernels(seconds: float, nconnect: int, link_options: str = "",
     (run / "server.sh").write_text(SERVER.format(**fmt))
     (run / "client.sh").write_text(CLIENT.format(**fmt))
     suffix = f",{link_options}" if link_options else ""
-    with veth_pair() as (a, b), dask_workers(scheduler) as (dask, (wa, wb)):
+    with (JOINS[join]() as (a, b), dask_workers(scheduler) as (dask, (wa, wb))):
         start = time.monotonic()
         server = Kernel(a + suffix, run / "server.sh", dask, wa)
         client = Kernel(b + suffix, run / "client.sh", dask, wb)
@@ -297,13 +326,17 @@ def main() -> None:
     ap.add_argument("--scheduler", default=None,
                     help="run the two kernels as tasks on two workers of this Dask "
                          "scheduler")
+    ap.add_argument("--join", choices=sorted(JOINS), default="tap",
+                    help="tap: two host taps on a host bridge (default); veth: a host "
+                         "veth pair, raw sockets (what stalled NFS, docs/multi-cpu.md)")
     ap.add_argument("--skip-one-kernel", action="store_true",
                     help="only the read across two kernels (ratio left out)")
     args = ap.parse_args()
     one = None if args.skip_one_kernel else one_kernel()
     if one is not None:
         print(f"one kernel: {one:.0f} MB/s", flush=True)
-    two = two_kernels(args.seconds, args.nconnect, args.link_options, args.scheduler)
+    two = two_kernels(args.seconds, args.nconnect, args.link_options, args.scheduler,
+                      args.join)
     cpu_a, cpu_b = two["cpu_s_per_s"]
     print(f"two kernels: {two['MB_s']:.0f} MB/s (server kernel {cpu_a:.2f}, client kernel "
           f"{cpu_b:.2f} CPU-s/s over the whole run, boots included; busy during the read "
