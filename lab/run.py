@@ -206,6 +206,7 @@ def uml_kernel(args: argparse.Namespace) -> tuple[Path, str]:
 
 # --link's vector-device options unless the link names its own (HOSTIF,KEY=VALUE,...).
 LINK_DEFAULTS = {"depth": "128", "gro": "1"}
+SYS_NET = Path("/sys/class/net")
 
 
 def link_options(link: str) -> str:
@@ -214,7 +215,7 @@ def link_options(link: str) -> str:
     name, *pairs = link.split(",")
     # A host tap device is read through its own file (transport=tap); anything else
     # (a veth end, a NIC) through a raw socket, whose 208 KiB buffer drops NFS's bursts.
-    tap = Path(f"/sys/class/net/{name}/tun_flags").exists()
+    tap = (SYS_NET / name / "tun_flags").exists()
     opts = {"transport": "tap" if tap else "raw", "ifname": name, **LINK_DEFAULTS}
     for pair in pairs:
         key, sep, value = pair.partition("=")
