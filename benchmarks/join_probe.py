@@ -17,7 +17,6 @@ join (docs/multi-cpu.md, "two kernels"); benchmarks/two_kernels measures NFS ove
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 import sys
@@ -72,8 +71,6 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--mtu", type=int, default=1500)
     ap.add_argument("--udp-rate", default="2G")
-    ap.add_argument("--rmem-kib", type=int, default=0,
-                    help="the join's raw sockets' buffers (KiB; 0: the host's default)")
     return ap.parse_args()
 
 
@@ -87,16 +84,12 @@ def main() -> None:
                python=sys.executable)
     (run / "server.sh").write_text(SERVER.format(**fmt))
     (run / "client.sh").write_text(CLIENT.format(**fmt))
-    options = ",".join(o for o in ("transport=tap" if args.join == "tap" else "",
-                                    args.options) if o)
-    suffix = f",{options}" if options else ""
-    with contextlib.ExitStack() as stack:
-        ns = stack.enter_context(two_kernels.host_netns(args.rmem_kib * 1024))
-        a, b = stack.enter_context(
-            two_kernels.tap_bridge() if args.join == "tap" else
-            two_kernels.veth_pair(offloads=args.offloads == "on", netns=ns))
-        server = two_kernels.Kernel(a + suffix, run / "server.sh", netns=ns)
-        client = two_kernels.Kernel(b + suffix, run / "client.sh", netns=ns)
+    suffix = f",{args.options}" if args.options else ""  # lab/run picks tap for a tap
+    join = (two_kernels.tap_bridge() if args.join == "tap" else
+            two_kernels.veth_pair(offloads=args.offloads == "on"))
+    with join as (a, b):
+        server = two_kernels.Kernel(a + suffix, run / "server.sh")
+        client = two_kernels.Kernel(b + suffix, run / "client.sh")
         server.start()
         client.start()
         client.join()
@@ -110,7 +103,7 @@ def main() -> None:
         if line.startswith(("vec0 stats:", "tcp-segmentation", "rx-checksumming")):
             print(line.strip())
     print(f"JOIN join={args.join} options={args.options or 'default'} "
-          f"offloads={args.offloads} rmem_kib={args.rmem_kib or 'default'} "
+          f"offloads={args.offloads} "
           f"rtt_ms={res['rtt_ms']:.3f} tcp_Mbit_s={res['tcp_Mbit_s']:.0f} "
           f"tcp_retransmits={res['tcp_retransmits']} udp_Mbit_s={res['udp_Mbit_s']:.0f} "
           f"udp_loss_pct={res['udp_loss_pct']}")

@@ -128,42 +128,18 @@ umount /mnt/nfs
 
 
 @contextlib.contextmanager
-def host_netns(rmem_bytes: int) -> Iterator[list[str]]:
-    """With rmem_bytes > 0: a host network namespace named with this run's prefix whose
-    default socket buffers (net.core.rmem_default and wmem_default, per namespace) are
-    that size, so the raw sockets the kernels open on the join get them, and the argv
-    prefix that runs a command in it; deleted on exit (with the join's devices in it).
-    With 0: no namespace and no prefix (the host's 208 KiB defaults)."""
-    if rmem_bytes <= 0:
-        yield []
-        return
-    ns = PREFIX
-    launch.run(["ip", "netns", "add", ns], timeout=10, what="ip netns")
-    try:
-        for key in ("rmem_default", "wmem_default"):
-            launch.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
-                        f"net.core.{key}={rmem_bytes}"], timeout=10, what="sysctl")
-        yield ["nsenter", f"--net=/run/netns/{ns}"]
-    finally:
-        launch.run(["ip", "netns", "del", ns], timeout=10, what="ip netns", check=False)
-
-
-@contextlib.contextmanager
-def veth_pair(offloads: bool = False, netns: list[str] | None = None
-              ) -> Iterator[tuple[str, str]]:
+def veth_pair(offloads: bool = False) -> Iterator[tuple[str, str]]:
     """A host veth pair named with this run's prefix, up, with its offloads off (so that a
     raw socket hands the guest whole, checksummed frames; with them on the join carried
     the same 18 MB/s, so they are not what stalls it) unless `offloads`; deleted on exit."""
     a, b = f"{PREFIX}-a"[:15], f"{PREFIX}-b"[:15]
-    ns = netns[-1].split("/")[-1] if netns else None
-    with (IPRoute(netns=ns) if ns else IPRoute()) as ipr:
+    with IPRoute() as ipr:
         ipr.link("add", ifname=a, kind="veth", peer=b)
         try:
             for name in (a, b):
                 ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
                 if not offloads:
-                    launch.run([*(netns or []), "ethtool", "-K", name, "tx", "off", "rx",
-                                "off", "tso",
+                    launch.run(["ethtool", "-K", name, "tx", "off", "rx", "off", "tso",
                                 "off", "gso", "off", "gro", "off"], timeout=10,
                                what="ethtool")
             yield a, b
@@ -217,11 +193,10 @@ class Kernel(threading.Thread):
     seconds and where it ran."""
 
     def __init__(self, link: str, script: Path, dask: Any = None,
-                 worker: str | None = None, netns: list[str] | None = None) -> None:
-        """Not started yet: start() boots the kernel on `link` running `script` (in the
-        host namespace `netns` enters, if given)."""
+                 worker: str | None = None) -> None:
+        """Not started yet: start() boots the kernel on `link` running `script`."""
         super().__init__(daemon=True)
-        self.argv = [*(netns or []), str(LAB / "run"), "--timeout", "300", "--link", link, "sh", str(script)]
+        self.argv = [str(LAB / "run"), "--timeout", "300", "--link", link, "sh", str(script)]
         self.dask, self.worker = dask, worker
         self.out, self.cpu_s, self.rc, self.where = "", 0.0, -1, ""
 
