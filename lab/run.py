@@ -214,7 +214,7 @@ def link_options(link: str) -> str:
     (e.g. `veth0,gro=0,vec=0`; `tap0,transport=tap`), over LINK_DEFAULTS."""
     name, *pairs = link.split(",")
     # A host tap device is read through its own file (transport=tap); anything else
-    # (a veth end, a NIC) through a raw socket, whose 208 KiB buffer drops NFS's bursts.
+    # (a veth end, a NIC) through a raw socket, whose 208 KiB buffer drops bursts.
     tap = (SYS_NET / name / "tun_flags").exists()
     opts = {"transport": "tap" if tap else "raw", "ifname": name, **LINK_DEFAULTS}
     for pair in pairs:

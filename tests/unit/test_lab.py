@@ -106,7 +106,7 @@ def test_a_link_may_name_its_vector_options(tmp_path):
 
 
 def test_a_link_on_a_tap_reads_the_tap(tmp_path, monkeypatch):
-    """A host tap device is joined with transport=tap (a veth end's raw sockets drop NFS's
+    """A host tap device is joined with transport=tap (a veth end's raw sockets drop
     bursts: docs/multi-cpu.md)."""
     (tmp_path / "apn2k-t").mkdir()
     (tmp_path / "apn2k-t" / "tun_flags").write_text("0x1002\n")
