@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "time), infcpu (CPU work takes none); default LAB_CLOCK or real")
     parser.add_argument("--link", action="append", default=[], metavar="HOSTIF",
                         help="user-mode Linux: give the guest a network device vecN on the "
-                             "host interface HOSTIF (UML's vector transport, raw socket); "
+                             "host interface HOSTIF (UML's vector transport, raw socket; "
+                             "HOSTIF,KEY=VALUE,... sets the device's options); "
                              "repeatable. Joins lab kernels through the host (e.g. the two "
                              "ends of a host veth pair): docs/multi-cpu.md")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="command and arguments")
@@ -149,6 +150,8 @@ def parse_args(argv: list[str], environ: dict[str, str]) -> argparse.Namespace:
     if args.cpus <= 0:
         raise UsageError("--cpus must be at least 1")
     _pick_kernel(args, environ)
+    for link in args.link:
+        link_options(link)  # a UsageError now, before anything is created
     args.mem_mb = parse_mem(args.mem or environ.get("LAB_MEM") or ("4G" if args.vm else "1536M"))
     return args
 
@@ -201,6 +204,27 @@ def uml_kernel(args: argparse.Namespace) -> tuple[Path, str]:
     return uml_dir, installer
 
 
+# --link's vector-device options unless the link names its own (HOSTIF,KEY=VALUE,...).
+LINK_DEFAULTS = {"depth": "128", "gro": "1"}
+SYS_NET = Path("/sys/class/net")
+
+
+def link_options(link: str) -> str:
+    """The UML vector device options for one --link: `HOSTIF` or `HOSTIF,KEY=VALUE,...`
+    (e.g. `veth0,gro=0,vec=0`; `tap0,transport=tap`), over LINK_DEFAULTS."""
+    name, *pairs = link.split(",")
+    # A host tap device is read through its own file (transport=tap); anything else
+    # (a veth end, a NIC) through a raw socket, whose 208 KiB buffer drops bursts.
+    tap = (SYS_NET / name / "tun_flags").exists()
+    opts = {"transport": "tap" if tap else "raw", "ifname": name, **LINK_DEFAULTS}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--link {link!r}: options are KEY=VALUE after the interface")
+        opts[key] = value
+    return ",".join(f"{k}={v}" for k, v in opts.items())
+
+
 def _uml_argv(uml_dir: Path, args: argparse.Namespace, run_dir: Path) -> list[str]:
     """The UML kernel's command line: the host's root read-only through hostfs, our init,
     the console on our stdout, the run folder, the modules folder, the clock and the
@@ -208,8 +232,7 @@ def _uml_argv(uml_dir: Path, args: argparse.Namespace, run_dir: Path) -> list[st
     # SMP needs the seccomp-based userspace (arch/um: "SMP is not supported with PTRACE
     # userspace")
     cpus = [f"ncpus={args.cpus}", "seccomp=on"] if args.cpus > 1 else []
-    links = [f"vec{i}:transport=raw,ifname={name},depth=128,gro=1"
-             for i, name in enumerate(args.link)]
+    links = [f"vec{i}:{link_options(link)}" for i, link in enumerate(args.link)]
     return [
         str(uml_dir / "linux.uml"), f"mem={args.mem_mb}M", "root=/dev/root",
         "rootfstype=hostfs", "rootflags=/", "ro", f"init={INIT}", "con0=null,fd:1",

@@ -83,9 +83,10 @@ def cluster(tmp_path):
     logs.mkdir()
 
     def start(name, argv):
+        # the checkout under test on the path: its tasks import from it
         procs[name] = subprocess.Popen(argv, stdout=open(logs / f"{name}.log", "wb"),
                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                       cwd=REPO)
+                                       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
 
     start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
                         "--no-dashboard"])

@@ -94,6 +94,27 @@ def test_links_give_the_guest_vector_devices_on_host_interfaces(tmp_path):
         lab_run.parse_args(["--vm", "--link", "x", "true"], {})
 
 
+def test_a_link_may_name_its_vector_options(tmp_path):
+    """--link HOSTIF,KEY=VALUE,... overrides the vector device's defaults; a malformed
+    option is a usage error before anything starts."""
+    args = lab_run.parse_args(["--link", "apn2k-a,vec=0,gro=0", "true"], {})
+    line = lab_run._uml_argv(lab_run.UML_DIR, args, tmp_path)
+    assert [a for a in line if a.startswith("vec")] == [
+        "vec0:transport=raw,ifname=apn2k-a,depth=128,gro=0,vec=0"]
+    with pytest.raises(lab_run.UsageError, match="KEY=VALUE"):
+        lab_run.parse_args(["--link", "apn2k-a,gro", "true"], {})
+
+
+def test_a_link_on_a_tap_reads_the_tap(tmp_path, monkeypatch):
+    """A host tap device is joined with transport=tap (a veth end's raw sockets drop
+    bursts: docs/multi-cpu.md)."""
+    (tmp_path / "apn2k-t").mkdir()
+    (tmp_path / "apn2k-t" / "tun_flags").write_text("0x1002\n")
+    monkeypatch.setattr(lab_run, "SYS_NET", tmp_path)
+    assert lab_run.link_options("apn2k-t") == "transport=tap,ifname=apn2k-t,depth=128,gro=1"
+    assert lab_run.link_options("apn2k-v").startswith("transport=raw,ifname=apn2k-v,")
+
+
 def test_smp_fragment_turns_the_virtual_clock_off():
     """The SMP kernel's options: lab.config's, with SMP on and time travel off (it needs a
     uniprocessor kernel), and as many CPUs as lab/run allows."""
