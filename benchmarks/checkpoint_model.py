@@ -45,6 +45,11 @@ LACKS = {  # what a point's residual is, by where it sits (see docs/own-job.md)
     "write lap": "the client's side of the write lap (8 ranks' data made and copied into "
                  "the page cache on the lab's one CPU: client_Bps is not measured)",
     "emulator": "the lab kernel's CPU (the row is marked emulator-limited)",
+    "co-located": "co-located: the lab's one CPU making, copying and sending 8 ranks' data "
+                  "(at 0 km the model's wire is the line alone; client_Bps is not measured)",
+    "early writeback": "writeback before fsync: over several connections the flusher sends "
+                       "during the write lap (fsync lap {fx:.2f} x the model's wire), which "
+                       "the model, flushing everything at fsync, does not overlap",
 }
 READ_LACKS = {  # what a read-back point's residual is (see docs/own-job.md)
     "client": "co-located: the client's side, which the model leaves out (8 ranks reading "
@@ -90,6 +95,19 @@ def _label(point: Any) -> str:
     swept = "slow_start_after_idle" in point.id
     return f"{point.value('mount')}" + (f", idle restart {'on' if point.slow_start_after_idle else 'off'}"
                                         if swept else "")
+
+
+def _write_lack(emulated: bool, km: float, wx: float, fx: float) -> str:
+    """What the write model lacks where it misses by more than TOLERANCE: the lab's CPU
+    (marked, or co-located), the client's write lap (the wire's fsync lap agrees), or
+    writeback the model does not overlap (both laps shorter than the model's)."""
+    if emulated:
+        return LACKS["emulator"]
+    if km == 0:
+        return LACKS["co-located"]
+    if abs(fx - 1) <= TOLERANCE:
+        return LACKS["write lap"]
+    return LACKS["early writeback"].format(fx=fx) if wx < 1 and fx < 1 else "?"
 
 
 def _read_lack(rx: float, km: float, short_x: float, idle_restart: bool) -> str:
@@ -141,8 +159,7 @@ def main() -> int:
         within += ok
         writes.append(wx)
         fsyncs.append(fx)
-        lack = "" if ok else LACKS["emulator"] if row["emulator_limited"] \
-            else LACKS["write lap"] if abs(fx - 1) <= TOLERANCE else "?"
+        lack = "" if ok else _write_lack(bool(row["emulator_limited"]), km, wx, fx)
         print(f"| {_label(point)} | {km:g} | {row['write_s']:.3f} | "
               f"{bound.seconds:.3f} | {wx:.2f} | {row['fsync_s']:.3f} | {wire:.3f} | "
               f"{fx:.2f} | {bound.terms['slow start']:.3f} | {lack} |")
