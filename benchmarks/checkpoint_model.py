@@ -54,12 +54,15 @@ LACKS = {  # what a point's residual is, by where it sits (see docs/own-job.md)
 READ_LACKS = {  # what a read-back point's residual is (see docs/own-job.md)
     "client": "co-located: the client's side, which the model leaves out (8 ranks reading "
               "and comparing every byte on the lab's one CPU; a host profile's read terms)",
-    "restart": "every READ restarting from the initial window, as if each connection's "
-               "RTO were below its idle between READs ({x:.2f} x the model with RTO = RTT; "
-               "the lab sets RTT + 200 ms: nfsd's sockets' RTO not read back)",
-    "kept": "windows the connections should keep with the sysctl off (the model streams "
-            "each READ in one round); half the sysctl-on time, twice the model's: not "
-            "explained (nfsd's cwnd and the client's receive window not read back)",
+    "restart": "restarts that feed themselves: eight connections ramping from cold each "
+               "come back to a turn after more than their RTO and restart again (nfsd's "
+               "RTO read back: RTT + 200 ms; at k = 1 too, tests/system/"
+               "test_read_back_model.py); the model ramps once and keeps the windows "
+               "({x:.2f} x the model with every READ restarting)",
+    "kept": "this run's conditions, not the term: at k = 1 one rank's eight connections "
+            "keep their windows with the sysctl off and read within the model (0.92 x, "
+            "tests/system/test_read_back_model.py); here k = 30 and 8 ranks share the "
+            "lab's one CPU (which of the two is not separated)",
 }
 
 
