@@ -4,9 +4,9 @@ inside one: can a point spread over several kernels carry more than one kernel's
     .venv/bin/python -m benchmarks.two_kernels [--seconds 8] [--nconnect 4]
         [--link-options KEY=VALUE,...] [--scheduler tcp://HOST:PORT] [--skip-one-kernel]
 
-Makes a host veth pair (named apn2k-<pid>-a/-b, removed on exit), boots one user-mode
-Linux kernel on each end (`lab/run --link HOSTIF`: UML's vector transport on a raw
-socket), starts kernel nfsd exporting a 256 MiB file from tmpfs in the first, mounts it
+Makes the join (by default two host taps on a host bridge, UML's tap transport;
+`--join veth`: a host veth pair, a raw socket on each end; named apn2k-<pid>-*, removed
+on exit), boots one user-mode Linux kernel on each end (`lab/run --link HOSTIF`), starts kernel nfsd exporting a 256 MiB file from tmpfs in the first, mounts it
 (NFSv4.2, nconnect, 16 MiB read-ahead) in the second and reads it cold, pass after pass,
 as the calibration behind `time_scale = "auto"` does inside one kernel
 (testbed/experiment/resolve/dilation.py). Then the same read inside one kernel

@@ -1,9 +1,9 @@
 """One point over two lab kernels, each started by its own Dask worker: a loopback
 scheduler and two workers (separate processes on this machine), the server's kernel
 (kernel nfsd, a random 256 MiB file on tmpfs) on one, the client's (a real NFSv4.2 mount)
-on the other, joined through a host veth pair by UML's vector transport. The read must
+on the other, joined through two host taps on a host bridge (UML's tap transport). The read must
 cross the join (the client's vec0 received at least what it read), come back verified
-(SHA-256 against the server's), name what limited it, and leave no veth or kernel
+(SHA-256 against the server's), name what limited it, and leave no host device or kernel
 behind. The way a point larger than one host would run: docs/multi-cpu.md."""
 
 import subprocess
@@ -27,5 +27,5 @@ def test_a_two_kernel_point_runs_through_two_dask_workers(cluster):  # noqa: F81
     pids = {int(where.rsplit(":", 1)[1]) for where in res["where"]}
     assert pids == {procs["wa"].pid, procs["wb"].pid}
     links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
-    assert two_kernels.PREFIX not in links, "a veth of the point outlived it"
+    assert two_kernels.PREFIX not in links, "a host device of the point outlived it"
     assert not processes_mentioning(str(UML)), "a lab kernel outlived the point"
