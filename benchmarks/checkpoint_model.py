@@ -25,7 +25,6 @@ import json
 import math
 import sys
 from pathlib import Path
-
 from typing import Any
 
 import pandas as pd
@@ -73,14 +72,14 @@ def _rows(folder: Path) -> list[tuple[Any, Any, dict[str, Any]]]:
     carries the job's figures, the slowest rank's)."""
     meta = json.loads((folder / "meta.json").read_text())
     results = pd.read_csv(folder / "results.csv")
-    results["point_id"] = results["point"].str.replace(r"\|rep=\d+$", "", regex=True)
+    point_id = results["point"].str.replace(r"\|rep=\d+$", "", regex=True)
     hosts = {p.get("host", "ideal") for p in meta["points"].values()}  # none: before
     plan = plan_mod.load(REPO / meta["file"], {"host": hosts.pop()})  # host profiles
     job = plan.resolver.raw.checkpoint
     assert job is not None
     out = []
     for point in plan.points:
-        got = results[(results["point_id"] == point.id) & (results["status"] == "ok")]
+        got = results[(point_id == point.id) & (results["status"] == "ok")]
         if got.empty:
             continue  # not measured (yet)
         topo = plan.resolver.topo(point)
@@ -132,8 +131,7 @@ def _read_row(point: Any, inputs: tuple[Any, list[int], float, int],
     wp, files, idle, n_reads = inputs
     km = float(point.value("distance_km"))
     read = measure_checkpoint.read_model(wp, point, files, idle, n_reads)
-    short = model.read_back_bound(wp, files, idle, rsize=point.mount.rsize,
-                                  checkpoints=max(1, n_reads - 1), rto=wp.rtt_s)
+    short = measure_checkpoint.read_model(wp, point, files, idle, n_reads, rto=wp.rtt_s)
     rx, sx = row["read_s"] / read.seconds, row["read_s"] / short.seconds
     rtts = f"{row['read_s'] / wp.rtt_s:.1f}" if wp.rtt_s > 0 else "-"
     return (f"| {_label(point)} | {km:g} | {row['read_s']:.3f} ± {row['read_ci_s']:.3f} | "

@@ -1,6 +1,7 @@
 """Benchmark (host side): what the join between two lab kernels carries, by layer, for
 one set of UML vector-device options: ping RTT, a TCP stream and a UDP stream (iperf3)
-between two user-mode kernels on the two ends of a host veth pair.
+between two user-mode kernels on the two ends of a host veth pair (--join tap: two host
+taps on a host bridge).
 
     .venv/bin/python -m benchmarks.join_probe [--options gro=1,depth=128] [--seconds 3]
 
@@ -10,7 +11,7 @@ with
 
     JOIN options=<o> offloads=<on|off> rtt_ms=<avg> tcp_Mbit_s=<x> udp_Mbit_s=<y> udp_loss_pct=<z>
 
-The veth (apnjp-<pid>-a/-b) and both kernels are gone on exit. This finds what stalls the
+The join's host devices (apn2k-<pid>-*) and both kernels are gone on exit. This finds what stalls the
 join (docs/multi-cpu.md, "two kernels"); benchmarks/two_kernels measures NFS over it.
 """
 
@@ -87,13 +88,7 @@ def main() -> None:
     suffix = f",{args.options}" if args.options else ""  # lab/run picks tap for a tap
     join = (two_kernels.tap_bridge() if args.join == "tap" else
             two_kernels.veth_pair(offloads=args.offloads == "on"))
-    with join as (a, b):
-        server = two_kernels.Kernel(a + suffix, run / "server.sh")
-        client = two_kernels.Kernel(b + suffix, run / "client.sh")
-        server.start()
-        client.start()
-        client.join()
-        server.join()
+    server, client, _ = two_kernels.boot_pair(join, suffix, run)
     found = re.search(f"^{MARK}(.*)$", client.out, re.M)
     if not found:
         sys.exit(f"join_probe: no result (server exit {server.rc}: {server.out[-400:]!r}; "

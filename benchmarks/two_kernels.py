@@ -170,7 +170,7 @@ def tap_bridge() -> Iterator[tuple[str, str]]:
 
 # How the two kernels are joined on this host: lab/run --link picks the vector transport
 # from the device (tap for a tap, raw for anything else).
-JOINS = {"tap": lambda: tap_bridge(), "veth": lambda: veth_pair()}
+JOINS = {"tap": tap_bridge, "veth": veth_pair}
 
 
 def boot(argv: list[str], repo: str) -> dict[str, Any]:
@@ -209,6 +209,25 @@ class Kernel(threading.Thread):
                                    allow_other_workers=False, pure=False).result()
         self.out, self.rc, self.cpu_s = res["out"], res["rc"], res["cpu_s"]
         self.where = f"{res['host']}:{res['pid']}"
+
+
+def boot_pair(join: Any, suffix: str, run: Path, dask: Any = None,
+              workers: tuple[str | None, str | None] = (None, None)
+              ) -> tuple[Kernel, Kernel, float]:
+    """Boot the server's kernel (run/server.sh) and the client's (run/client.sh) on the two
+    ends of `join` (a context manager yielding two host interfaces; suffix: the vector
+    options after each), here or on the two Dask workers, and wait for both to end; the
+    two kernels and the seconds from their boot to the last one's end."""
+    with join as (a, b):
+        start = time.monotonic()
+        server = Kernel(a + suffix, run / "server.sh", dask, workers[0])
+        client = Kernel(b + suffix, run / "client.sh", dask, workers[1])
+        server.start()
+        client.start()
+        client.join()
+        server.join()
+        wall = time.monotonic() - start
+    return server, client, wall
 
 
 def limit(busy_server: float, busy_client: float) -> str:
@@ -271,15 +290,9 @@ def two_kernels(seconds: float, nconnect: int, link_options: str = "",
     (run / "server.sh").write_text(SERVER.format(**fmt))
     (run / "client.sh").write_text(CLIENT.format(**fmt))
     suffix = f",{link_options}" if link_options else ""
-    with (JOINS[join]() as (a, b), dask_workers(scheduler) as (dask, (wa, wb))):
-        start = time.monotonic()
-        server = Kernel(a + suffix, run / "server.sh", dask, wa)
-        client = Kernel(b + suffix, run / "client.sh", dask, wb)
-        server.start()
-        client.start()
-        client.join()
-        server.join()
-        wall = time.monotonic() - start
+    with dask_workers(scheduler) as (dask, workers):
+        server, client, wall = boot_pair(JOINS[join](), suffix, run, dask,
+                                         (workers[0], workers[1]))
     found = _marked(server, client)
     read, busy_server = found[MARK], float(found[BUSY]["busy"])
     return {"MB_s": float(read["MB_s"]), "bytes": int(read["bytes"]),

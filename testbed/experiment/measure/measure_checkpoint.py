@@ -139,13 +139,14 @@ def figures(job: CheckpointJob, plan: ck.CheckpointPlan, result: ck.CheckpointRu
 
 
 def read_model(wp: model.WritePath, point: Point, files: list[int], idle_s: float,
-               reads: int) -> model.ReadBound:
+               reads: int, rto: float | None = None) -> model.ReadBound:
     """The read-back model (model.read_back) for one rank reading `files` back `reads`
     times idle_s apart, as the measurement does: the mean of all but the first (its
-    warm-up), through the point's mount (rsize, read-ahead, version)."""
+    warm-up), through the point's mount (rsize, read-ahead, version); rto: each
+    connection's RTO where not the path's own (model.read_back_bound's)."""
     return model.read_back_bound(wp, files, idle_s, rsize=point.mount.rsize,
                                  ra_bytes=planned_ra_kb(point) << 10, vers=point.mount.vers,
-                                 checkpoints=max(1, reads - 1))
+                                 checkpoints=max(1, reads - 1), rto=rto)
 
 
 def model_columns(rig: Any, point: Point, worker: str, files: list[int],
