@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -207,20 +208,28 @@ def uml_kernel(args: argparse.Namespace) -> tuple[Path, str]:
 # --link's vector-device options unless the link names its own (HOSTIF,KEY=VALUE,...).
 LINK_DEFAULTS = {"depth": "128", "gro": "1"}
 SYS_NET = Path("/sys/class/net")
+# A host interface's name (IFNAMSIZ: at most 15 bytes, no '/' or blank) and an option's
+# key and value: UML joins its arguments into one command line split at blanks, so a
+# blank, or anything past these, could pass the guest kernel a parameter of its own.
+IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+OPTION = re.compile(r"[A-Za-z0-9_.:/-]+")
 
 
 def link_options(link: str) -> str:
     """The UML vector device options for one --link: `HOSTIF` or `HOSTIF,KEY=VALUE,...`
     (e.g. `veth0,gro=0,vec=0`; `tap0,transport=tap`), over LINK_DEFAULTS."""
     name, *pairs = link.split(",")
+    if not IFNAME.fullmatch(name):
+        raise UsageError(f"--link {link!r}: the interface is 1-15 of A-Z a-z 0-9 _ . -")
     # A host tap device is read through its own file (transport=tap); anything else
     # (a veth end, a NIC) through a raw socket, whose 208 KiB buffer drops bursts.
     tap = (SYS_NET / name / "tun_flags").exists()
     opts = {"transport": "tap" if tap else "raw", "ifname": name, **LINK_DEFAULTS}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--link {link!r}: options are KEY=VALUE after the interface")
+        if not sep or not OPTION.fullmatch(key) or not OPTION.fullmatch(value):
+            raise UsageError(f"--link {link!r}: options are KEY=VALUE after the interface "
+                             "(each of A-Z a-z 0-9 _ . : / -)")
         opts[key] = value
     return ",".join(f"{k}={v}" for k, v in opts.items())
 

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lab import build_uml, guest, qemu_vm, vm_boot, vm_box, vm_recipe, vm_rootfs
 from lab import run as lab_run
@@ -103,6 +105,19 @@ def test_a_link_may_name_its_vector_options(tmp_path):
         "vec0:transport=raw,ifname=apn2k-a,depth=128,gro=0,vec=0"]
     with pytest.raises(lab_run.UsageError, match="KEY=VALUE"):
         lab_run.parse_args(["--link", "apn2k-a,gro", "true"], {})
+
+
+@given(st.text(max_size=40))
+def test_any_link_text_is_one_blank_free_option_or_a_usage_error(text):
+    """Whatever --link is given, the vector device's option string it makes is one token
+    (UML joins its arguments into a command line split at blanks: a blank would pass the
+    guest a parameter of its own) naming the interface it was given, or a UsageError."""
+    try:
+        line = lab_run.link_options(text)
+    except lab_run.UsageError:
+        return
+    assert line.split() == [line] and line.isprintable()
+    assert f"ifname={text.split(',')[0]}," in line
 
 
 def test_a_link_on_a_tap_reads_the_tap(tmp_path, monkeypatch):
